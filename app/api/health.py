@@ -1,0 +1,29 @@
+"""GET /health: is the service able to serve (database reachable, embedder loaded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, get
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.errors import ServiceUnavailable
+from app.auth.middleware import EXCLUDE_OPT_KEY
+from app.db import repository
+
+
+@get("/health", opt={EXCLUDE_OPT_KEY: True}, status_code=HTTP_200_OK, tags=["health"])
+async def health(request: Request) -> dict[str, Any]:
+    state = request.app.state
+    try:
+        async with state.pool.acquire(timeout=5) as conn:
+            await repository.ping(conn)
+    except Exception as exc:
+        raise ServiceUnavailable("Database unreachable", {"database": str(exc)}) from exc
+    return {
+        "status": "ok",
+        "database": "ok",
+        "embedder": {"model": state.embedder.model_name, "dims": state.embedder.dims},
+        "redis": "configured" if state.settings.redis_url else "in-process",
+        "version": state.version,
+    }

@@ -1,0 +1,102 @@
+"""create_app(): the one place that wires lifespan, middleware, routes, errors and OpenAPI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from litestar import Litestar
+from litestar.config.app import AppConfig
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+
+from app.ai.embedders import build_embedder
+from app.api.errors import EXCEPTION_HANDLERS
+from app.api.headers import add_response_headers
+from app.api.health import health
+from app.auth.controller import FreeTierController
+from app.auth.free_tier import FreeTier
+from app.auth.middleware import WalletAuthMiddleware
+from app.auth.signature import WalletVerifier
+from app.config import Settings
+from app.db.pool import asyncpg_dsn, create_pool
+from app.db.schema import check_embedding_dims, check_pgvector
+from app.db.transaction import provide_transaction
+from app.memory.controller import MemoryController
+from app.memory.service import MemoryService
+from app.payments.gate import FreeTierGate
+
+
+def _version() -> str:
+    try:
+        return version("engram")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def _memory_service(state: State) -> MemoryService:
+    return state.memory_service  # type: ignore[no-any-return]
+
+
+def _free_tier(state: State) -> FreeTier:
+    return state.free_tier  # type: ignore[no-any-return]
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = settings or Settings.from_env()
+    if not settings.database_url:
+        raise RuntimeError("create_app needs settings.database_url (engram serve provides one)")
+    embedder = build_embedder(
+        settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims
+    )
+    free_tier = FreeTier(settings.free_tier_calls)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
+        pool = await create_pool(
+            asyncpg_dsn(settings.database_url or ""), settings.db_pool_min, settings.db_pool_max
+        )
+        try:
+            async with pool.acquire() as conn:
+                await check_pgvector(conn)
+                await check_embedding_dims(conn, embedder.dims, embedder.model_name)
+            app.state.pool = pool
+            yield
+        finally:
+            await pool.close()
+
+    state = State(
+        {
+            "settings": settings,
+            "embedder": embedder,
+            "free_tier": free_tier,
+            "payment_gate": FreeTierGate(free_tier),
+            "memory_service": MemoryService(embedder),
+            "version": _version(),
+        }
+    )
+    config = AppConfig(
+        route_handlers=[health, FreeTierController, MemoryController],
+        dependencies={
+            "conn": Provide(provide_transaction),
+            "memories": Provide(_memory_service, sync_to_thread=False),
+            "free_tier": Provide(_free_tier, sync_to_thread=False),
+        },
+        middleware=[WalletAuthMiddleware(WalletVerifier(settings.auth_window_seconds))],
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        before_send=[add_response_headers],
+        lifespan=[lifespan],
+        state=state,
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="Engram",
+            version=_version(),
+            description="Memory API for AI agents, wire-compatible with MemoClaw.",
+            path="/docs",
+            render_plugins=[SwaggerRenderPlugin()],
+        ),
+    )
+    return Litestar.from_config(config)

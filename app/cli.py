@@ -1,0 +1,134 @@
+"""The `engram` command: serve, migrate, and sign a wallet header for curl."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+from app.config import Settings
+
+log = logging.getLogger("engram")
+
+
+@contextlib.contextmanager
+def database(settings: Settings) -> Iterator[Settings]:
+    """Yield settings with a database URL: the configured one, or a started embedded PostgreSQL
+    (data kept in a per-user directory and reused across restarts), stopped cleanly on exit."""
+    if settings.database_url:
+        yield settings
+        return
+    from app.db.embedded import EmbeddedPostgres, default_data_dir
+
+    data_dir = settings.data_dir / "pgdata" if settings.data_dir else default_data_dir()
+    server = EmbeddedPostgres(data_dir)
+    started = time.perf_counter()
+    dsn = server.start()
+    log.warning("embedded PostgreSQL at %s (data in %s, %.1f s)", dsn, data_dir,
+                time.perf_counter() - started)  # fmt: skip
+    try:
+        yield replace(settings, database_url=dsn)
+    finally:
+        server.stop()
+
+
+def migrate(settings: Settings) -> None:
+    """Check pgvector, then `alembic upgrade head`."""
+    from app.ai.embedders import build_embedder
+    from app.db.pool import asyncpg_dsn
+    from app.db.schema import SchemaError, check_embedding_dims, check_pgvector, upgrade_to_head
+
+    import asyncpg
+
+    embedder = build_embedder(
+        settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims
+    )
+    url = settings.database_url or ""
+
+    async def check(after_upgrade: bool) -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            if after_upgrade:
+                await check_embedding_dims(conn, embedder.dims, embedder.model_name)
+            else:
+                await check_pgvector(conn)
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(check(after_upgrade=False))
+        upgrade_to_head(url, embedder.dims, embedder.model_name)
+        asyncio.run(check(after_upgrade=True))
+    except SchemaError as exc:
+        raise SystemExit(f"engram: {exc}") from exc
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.asgi import create_app
+
+    settings = Settings.from_env()
+    settings = replace(settings, host=args.host or settings.host, port=args.port or settings.port)
+    with database(settings) as ready:
+        migrate(ready)
+        app = create_app(ready)
+        uvicorn.run(app, host=ready.host, port=ready.port, log_level="info", access_log=False)
+
+
+def cmd_migrate(_: argparse.Namespace) -> None:
+    with database(Settings.from_env()) as ready:
+        migrate(ready)
+        print("database is at the latest schema")
+
+
+def cmd_wallet_sign(args: argparse.Namespace) -> None:
+    from app.auth.signature import sign_header
+
+    key = args.key or os.environ.get("ENGRAM_PRIVATE_KEY") or os.environ.get("MEMOCLAW_PRIVATE_KEY")
+    if not key:
+        raise SystemExit("engram wallet sign: pass --key or set ENGRAM_PRIVATE_KEY")
+    print(sign_header(key))
+
+
+def cmd_wallet_new(_: argparse.Namespace) -> None:
+    from eth_account import Account
+
+    account = Account.create()
+    print(f"address:     {account.address}")
+    print(f"private key: {account.key.hex()}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="engram", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the API (embedded PostgreSQL unless configured)")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.set_defaults(func=cmd_serve)
+    sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
+        func=cmd_migrate
+    )
+    wallet = sub.add_parser("wallet", help="wallet helpers for curl users")
+    wallet_sub = wallet.add_subparsers(dest="wallet_command", required=True)
+    sign = wallet_sub.add_parser("sign", help="print an x-wallet-auth header (valid 300 s)")
+    sign.add_argument("--key", help="private key (hex); default $ENGRAM_PRIVATE_KEY")
+    sign.set_defaults(func=cmd_wallet_sign)
+    wallet_sub.add_parser("new", help="create a throwaway wallet").set_defaults(func=cmd_wallet_new)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

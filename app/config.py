@@ -1,0 +1,79 @@
+"""Engram's settings, read once from ENGRAM_* environment variables, with embedded defaults.
+
+No variable set means: embedded PostgreSQL, local embedder, in-process limits, no keys needed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
+# at 512 dims; offline default: all-MiniLM-L6-v2, 384 dims).
+LOCAL_EMBED_DIMS = 384
+OPENAI_EMBED_MODEL = "text-embedding-3-small"
+OPENAI_EMBED_DIMS = 512
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise SystemExit(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None  # None -> embedded PostgreSQL
+    redis_url: str | None = None  # None -> in-process equivalents
+    data_dir: Path | None = None  # parent of the embedded database's data directory
+    host: str = "127.0.0.1"
+    port: int = 8000
+    free_tier_calls: int = 100
+    auth_window_seconds: int = 300
+    max_body_bytes: int = 64 * 1024
+    openai_api_key: str | None = None
+    embed_base_url: str | None = None
+    embed_model: str | None = None
+    embed_dims: int | None = None
+    db_pool_min: int = 2
+    db_pool_max: int = 20
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uses_remote_embedder(self) -> bool:
+        return bool(self.openai_api_key or self.embed_base_url)
+
+    @property
+    def expected_embed_dims(self) -> int:
+        """The vector dimension this configuration's embedder produces."""
+        if self.embed_dims:
+            return self.embed_dims
+        return OPENAI_EMBED_DIMS if self.uses_remote_embedder else LOCAL_EMBED_DIMS
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        data_dir = _env("ENGRAM_DATA_DIR")
+        return cls(
+            database_url=_env("ENGRAM_DATABASE_URL"),
+            redis_url=_env("ENGRAM_REDIS_URL"),
+            data_dir=Path(data_dir) if data_dir else None,
+            host=_env("ENGRAM_HOST", "127.0.0.1") or "127.0.0.1",
+            port=_env_int("ENGRAM_PORT", 8000),
+            free_tier_calls=_env_int("ENGRAM_FREE_TIER_CALLS", 100),
+            openai_api_key=_env("OPENAI_API_KEY"),
+            embed_base_url=_env("ENGRAM_EMBED_BASE_URL"),
+            embed_model=_env("ENGRAM_EMBED_MODEL"),
+            embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
+            db_pool_min=_env_int("ENGRAM_DB_POOL_MIN", 2),
+            db_pool_max=_env_int("ENGRAM_DB_POOL_MAX", 20),
+        )

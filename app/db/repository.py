@@ -1,0 +1,27 @@
+"""SQL about the database itself: extension versions and Engram's recorded settings."""
+
+from __future__ import annotations
+
+import asyncpg
+
+
+async def pgvector_available_version(conn: asyncpg.Connection) -> str | None:
+    installed = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    if installed:
+        return str(installed)
+    default = await conn.fetchval(
+        "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+    )
+    return str(default) if default else None
+
+
+async def embedding_dims(conn: asyncpg.Connection) -> int | None:
+    exists = await conn.fetchval("SELECT to_regclass('engram_settings') IS NOT NULL")
+    if not exists:
+        return None
+    value = await conn.fetchval("SELECT value FROM engram_settings WHERE key = 'embedding_dims'")
+    return int(value) if value else None
+
+
+async def ping(conn: asyncpg.Connection) -> bool:
+    return bool(await conn.fetchval("SELECT true"))

@@ -1,0 +1,64 @@
+"""Bring a database to the current schema (Alembic) and check it fits this configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+from alembic import command
+from alembic.config import Config
+
+from app.db import repository
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MIN_PGVECTOR = (0, 8)
+
+
+class SchemaError(RuntimeError):
+    """The database cannot serve this configuration; the message says how to fix it."""
+
+
+def alembic_config(database_url: str, embed_dims: int, embed_model: str) -> Config:
+    cfg = Config(str(PROJECT_ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(PROJECT_ROOT / "alembic"))
+    cfg.attributes["database_url"] = database_url
+    cfg.attributes["embed_dims"] = embed_dims
+    cfg.attributes["embed_model"] = embed_model
+    cfg.attributes["configure_logger"] = False
+    return cfg
+
+
+def upgrade_to_head(database_url: str, embed_dims: int, embed_model: str) -> None:
+    """`alembic upgrade head`; synchronous (Alembic runs its own event loop): call it off-loop."""
+    command.upgrade(alembic_config(database_url, embed_dims, embed_model), "head")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+async def check_pgvector(conn: asyncpg.Connection) -> None:
+    available = await repository.pgvector_available_version(conn)
+    if available is None:
+        raise SchemaError(
+            "This PostgreSQL has no pgvector extension. Install pgvector >= 0.8 on it, or unset"
+            " ENGRAM_DATABASE_URL to use Engram's embedded PostgreSQL (pgvector included)."
+        )
+    if _version_tuple(available) < MIN_PGVECTOR:
+        raise SchemaError(
+            f"pgvector {available} is too old: Engram needs >= 0.8 (iterative index scans)."
+            " Upgrade the extension (ALTER EXTENSION vector UPDATE) or use the embedded database."
+        )
+
+
+async def check_embedding_dims(conn: asyncpg.Connection, embedder_dims: int, model: str) -> None:
+    stored = await repository.embedding_dims(conn)
+    if stored is None:
+        raise SchemaError("The database has no Engram schema: run `engram migrate` first.")
+    if stored != embedder_dims:
+        raise SchemaError(
+            f"The database stores {stored}-dimension embeddings but the configured embedder"
+            f" ({model}) produces {embedder_dims}. The dimension is fixed per database: set"
+            f" ENGRAM_EMBED_DIMS={stored} with an embedder that supports it, or point"
+            " ENGRAM_DATABASE_URL (or ENGRAM_DATA_DIR) at a fresh database."
+        )

@@ -1,0 +1,32 @@
+"""The request owns the transaction: one yield dependency opens it, and only it commits.
+
+Before committing, the request's charge is settled (a free-tier call consumed, or later an x402
+payment settled). If settling fails the transaction rolls back and the client gets the error, so
+no work is kept unpaid; if the handler fails, nothing is settled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+import asyncpg
+from litestar import Request
+
+from app.payments.gate import PaymentGate
+
+
+async def provide_transaction(request: Request) -> AsyncGenerator[asyncpg.Connection, None]:
+    pool: asyncpg.Pool = request.app.state.pool
+    gate: PaymentGate = request.app.state.payment_gate
+    async with pool.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            charge = await gate.authorize(request, conn)
+            yield conn
+            await gate.settle(request, conn, charge)
+        except BaseException:
+            await tx.rollback()
+            raise
+        else:
+            await tx.commit()

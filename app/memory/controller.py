@@ -1,0 +1,329 @@
+"""HTTP for memories: parse the request, call the service, render MemoClaw's response shapes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import asyncpg
+from litestar import Controller, Request, delete, get, patch, post
+from litestar.params import Parameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from app.memory.repository import MemoryFilter
+from app.memory.schemas import (
+    BatchUpdateIn,
+    IdsIn,
+    MemoryType,
+    RecallIn,
+    SearchIn,
+    StoreBatchIn,
+    StoreIn,
+    UpdateIn,
+    iso,
+    memory_to_wire,
+    parse_time,
+    split_tags,
+)
+from app.memory.service import MemoryService
+from app.payments import prices
+from app.payments.prices import paid
+
+Limit100 = Annotated[int, Parameter(ge=1, le=100)]
+
+
+def _list_filter(
+    wallet: str,
+    *,
+    namespace: str | None = None,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    memory_type: str | None = None,
+    tags: list[str] | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    pinned: bool | None = None,
+    immutable: bool | None = None,
+    include_deleted: bool = False,
+) -> MemoryFilter:
+    return MemoryFilter(
+        wallet=wallet,
+        namespace=namespace,
+        session_id=session_id,
+        agent_id=agent_id,
+        memory_types=[memory_type] if memory_type else None,
+        tags=split_tags(",".join(tags)) if tags else None,
+        after=parse_time(after, "after"),
+        before=parse_time(before, "before"),
+        pinned=pinned,
+        immutable=immutable,
+        include_deleted=include_deleted,
+    )
+
+
+def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
+    memory = memory_to_wire(outcome_row)
+    # SDK fields at top level; `memory` for MemoClaw's MCP, which reads `result.memory || result`.
+    return {
+        "id": memory["id"],
+        "stored": True,
+        "deduplicated": deduplicated,
+        "tokens_used": tokens,
+        "content": memory["content"],
+        "memory": memory,
+    }
+
+
+def _recalled_to_wire(item: Any) -> dict[str, Any]:
+    row = item.row
+    return {
+        "id": str(row["id"]),
+        "content": row["content"],
+        "similarity": round(item.signals.vector, 6),
+        "score": round(item.signals.score, 6),
+        "metadata": row["metadata"] or {},
+        "tags": list((row["metadata"] or {}).get("tags") or []),
+        "importance": float(row["importance"]),
+        "namespace": row["namespace"],
+        "memory_type": row["memory_type"],
+        "session_id": row["session_id"],
+        "agent_id": row["agent_id"],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "access_count": int(row["access_count"]) + 1,  # this recall counts as an access
+        "pinned": bool(row["pinned"]),
+        "immutable": bool(row["immutable"]),
+        "_signals": item.signals.to_wire(),
+    }
+
+
+class MemoryController(Controller):
+    path = "/v1"
+    tags = ["memories"]
+
+    @post("/store", opt=paid(prices.STORE), status_code=HTTP_201_CREATED)
+    async def store(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: StoreIn
+    ) -> dict[str, Any]:
+        outcome, tokens = await memories.store(conn, request.user, data)
+        return _store_response(outcome.row, outcome.deduplicated, tokens)
+
+    @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
+    async def store_batch(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: StoreBatchIn
+    ) -> dict[str, Any]:
+        outcomes, tokens = await memories.store_batch(conn, request.user, data.memories)
+        return {
+            "ids": [str(o.row["id"]) for o in outcomes],
+            "stored": True,
+            "count": len(outcomes),
+            "deduplicated_count": sum(o.deduplicated for o in outcomes),
+            "tokens_used": tokens,
+        }
+
+    @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
+    async def recall(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: RecallIn
+    ) -> dict[str, Any]:
+        recalled, tokens = await memories.recall(conn, request.user, data)
+        items = [_recalled_to_wire(r) for r in recalled]
+        if data.include_relations:
+            for item in items:
+                item["relations"] = []  # relation listing arrives with the relations API
+        return {"memories": items, "query_tokens": tokens}
+
+    @get("/memories")
+    async def list_memories(
+        self,
+        request: Request,
+        conn: asyncpg.Connection,
+        memories: MemoryService,
+        limit: Limit100 = 20,
+        offset: Annotated[int, Parameter(ge=0)] = 0,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        memory_type: MemoryType | None = None,
+        tags: list[str] | None = None,
+        pinned: bool | None = None,
+        immutable: bool | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        include_deleted: bool = False,
+    ) -> dict[str, Any]:
+        f = _list_filter(
+            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
+            memory_type=memory_type, tags=tags, after=after or since, before=before or until,
+            pinned=pinned, immutable=immutable, include_deleted=include_deleted,
+        )  # fmt: skip
+        rows, total = await memories.list(conn, f, limit, offset)
+        return {
+            "memories": [memory_to_wire(r) for r in rows],
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+        }
+
+    @get("/memories/count")
+    async def count(
+        self,
+        request: Request,
+        conn: asyncpg.Connection,
+        memories: MemoryService,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        memory_type: MemoryType | None = None,
+        tags: list[str] | None = None,
+        pinned: bool | None = None,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> dict[str, Any]:
+        f = _list_filter(
+            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
+            memory_type=memory_type, tags=tags, after=after, before=before, pinned=pinned,
+        )  # fmt: skip
+        return {"count": await memories.count(conn, f)}
+
+    @post("/search", status_code=HTTP_200_OK)
+    async def search(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: SearchIn
+    ) -> dict[str, Any]:
+        f = _list_filter(
+            request.user, namespace=data.namespace, session_id=data.session_id,
+            agent_id=data.agent_id, memory_type=data.memory_type,
+            tags=split_tags(data.tags), after=data.after, before=data.before,
+        )  # fmt: skip
+        rows, total = await memories.search(conn, f, data.query, data.limit)
+        return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": data.query}
+
+    @get("/memories/search")
+    async def search_legacy(
+        self,
+        request: Request,
+        conn: asyncpg.Connection,
+        memories: MemoryService,
+        q: Annotated[str, Parameter(min_length=1, max_length=1000)],
+        limit: Limit100 = 10,
+        namespace: str | None = None,
+        memory_type: MemoryType | None = None,
+        tags: list[str] | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        f = _list_filter(
+            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
+            memory_type=memory_type, tags=tags,
+        )  # fmt: skip
+        rows, total = await memories.search(conn, f, q, limit)
+        return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": q}
+
+    @get("/memories/{memory_id:str}")
+    async def get_memory(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, memory_id: str
+    ) -> dict[str, Any]:
+        return memory_to_wire(await memories.get(conn, request.user, memory_id))
+
+    @patch("/memories/{memory_id:str}", opt=paid(prices.UPDATE))
+    async def update(
+        self,
+        request: Request,
+        conn: asyncpg.Connection,
+        memories: MemoryService,
+        memory_id: str,
+        data: UpdateIn,
+    ) -> dict[str, Any]:
+        row, tokens = await memories.update(conn, request.user, memory_id, data)
+        return {**memory_to_wire(row), "tokens_used": tokens}
+
+    @patch("/memories/batch", opt=paid(prices.BATCH_UPDATE))
+    async def update_batch(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: BatchUpdateIn
+    ) -> dict[str, Any]:
+        return await _batch_update(request, conn, memories, data)
+
+    @post("/memories/batch-update", opt=paid(prices.BATCH_UPDATE), status_code=HTTP_200_OK)
+    async def update_batch_post(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: BatchUpdateIn
+    ) -> dict[str, Any]:
+        return await _batch_update(request, conn, memories, data)
+
+    @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
+    async def delete_memory(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, memory_id: str
+    ) -> dict[str, Any]:
+        deleted_id = await memories.delete(conn, request.user, memory_id)
+        return {"deleted": True, "id": str(deleted_id)}
+
+    @post("/memories/bulk-delete", status_code=HTTP_200_OK)
+    async def bulk_delete(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: IdsIn
+    ) -> dict[str, Any]:
+        return await _delete_many(request, conn, memories, data)
+
+    @post("/memories/batch-delete", status_code=HTTP_200_OK)
+    async def batch_delete(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: IdsIn
+    ) -> dict[str, Any]:
+        return await _delete_many(request, conn, memories, data)
+
+    @get("/namespaces")
+    async def namespaces(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService
+    ) -> dict[str, Any]:
+        rows = await memories.namespaces(conn, request.user)
+        return {
+            "namespaces": [
+                {"name": r["name"], "count": r["count"], "last_memory_at": iso(r["last_memory_at"])}
+                for r in rows
+            ],
+            "total": len(rows),
+        }
+
+    @get("/stats")
+    async def stats(
+        self, request: Request, conn: asyncpg.Connection, memories: MemoryService
+    ) -> dict[str, Any]:
+        raw = await memories.stats(conn, request.user)
+        totals = raw["totals"]
+        return {
+            "total_memories": totals["total_memories"],
+            "pinned_count": totals["pinned_count"],
+            "never_accessed": totals["never_accessed"],
+            "total_accesses": int(totals["total_accesses"]),
+            "avg_importance": round(float(totals["avg_importance"]), 6),
+            "oldest_memory": iso(totals["oldest_memory"]),
+            "newest_memory": iso(totals["newest_memory"]),
+            "by_type": [{"memory_type": r["memory_type"], "count": r["count"]} for r in raw["by_type"]],
+            "by_namespace": [
+                {"namespace": r["namespace"], "count": r["count"]} for r in raw["by_namespace"]
+            ],
+        }
+
+
+async def _batch_update(
+    request: Request, conn: asyncpg.Connection, memories: MemoryService, data: BatchUpdateIn
+) -> dict[str, Any]:
+    results, tokens = await memories.update_batch(
+        conn, request.user, [(item.id, item) for item in data.updates]
+    )
+    updated = sum(r["updated"] for r in results)
+    return {
+        "results": [{k: v for k, v in r.items() if k != "status"} for r in results],
+        "updated": updated,
+        "failed": len(results) - updated,
+        "errors": [
+            {"id": r["id"], "status": r["status"], "message": r["error"]}
+            for r in results
+            if not r["updated"]
+        ],
+        "tokens_used": tokens,
+    }
+
+
+async def _delete_many(
+    request: Request, conn: asyncpg.Connection, memories: MemoryService, data: IdsIn
+) -> dict[str, Any]:
+    results = await memories.delete_many(conn, request.user, data.ids)
+    return {"deleted": sum(r["deleted"] for r in results), "results": results}

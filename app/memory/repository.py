@@ -1,0 +1,351 @@
+"""All SQL for memories. Services call these with domain arguments; nothing else writes SQL.
+
+Every read filters with LIVE: soft-deleted and expired memories vanish from every query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import numpy as np
+
+LIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+COLUMNS = (
+    "m.id, m.user_id, m.namespace, m.content, m.embedding_model, m.metadata, m.importance,"
+    " m.memory_type, m.session_id, m.agent_id, m.expires_at, m.pinned, m.immutable,"
+    " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at"
+)
+# Live relations of m (both directions), whose other end is itself live: feeds recall's decay.
+RELATION_COUNT = """(
+    SELECT count(*) FROM memory_relations r
+    JOIN memories o ON o.id = CASE WHEN r.source_id = m.id THEN r.target_id ELSE r.source_id END
+    WHERE (r.source_id = m.id OR r.target_id = m.id) AND o.deleted_at IS NULL
+)"""
+# A recall query's words OR-ed together (plainto_tsquery ANDs them, which long questions rarely
+# satisfy); the lexemes are already normalised, so the text is cast, not re-parsed.
+OR_TSQUERY = "replace(plainto_tsquery('english', {p})::text, ' & ', ' | ')::tsquery"
+
+
+@dataclass
+class MemoryFilter:
+    """Which of a wallet's memories a read is about."""
+
+    wallet: str
+    namespace: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    memory_types: list[str] | None = None
+    tags: list[str] | None = None
+    after: datetime | None = None
+    before: datetime | None = None
+    pinned: bool | None = None
+    immutable: bool | None = None
+    include_deleted: bool = False
+
+
+@dataclass
+class NewMemory:
+    wallet: str
+    content: str
+    content_hash: bytes
+    embedding: np.ndarray
+    embedding_model: str
+    metadata: dict[str, Any]
+    importance: float
+    namespace: str
+    memory_type: str
+    session_id: str | None
+    agent_id: str | None
+    expires_at: datetime | None
+    pinned: bool
+    immutable: bool
+
+
+@dataclass
+class _Sql:
+    """WHERE clauses and their $n parameters, built together so numbering cannot drift."""
+
+    params: list[Any] = field(default_factory=list)
+    clauses: list[str] = field(default_factory=list)
+
+    def param(self, value: Any) -> str:
+        self.params.append(value)
+        return f"${len(self.params)}"
+
+    def where(self, clause: str) -> None:
+        self.clauses.append(clause)
+
+    def sql(self) -> str:
+        return " AND ".join(self.clauses) if self.clauses else "true"
+
+
+def _filtered(f: MemoryFilter, sql: _Sql | None = None) -> _Sql:
+    sql = sql or _Sql()
+    sql.where(f"m.user_id = {sql.param(f.wallet)}")
+    if f.include_deleted:
+        sql.where("(m.expires_at IS NULL OR m.expires_at > now())")
+    else:
+        sql.where(LIVE)
+    if f.namespace is not None:
+        sql.where(f"m.namespace = {sql.param(f.namespace)}")
+    if f.session_id is not None:
+        sql.where(f"m.session_id = {sql.param(f.session_id)}")
+    if f.agent_id is not None:
+        sql.where(f"m.agent_id = {sql.param(f.agent_id)}")
+    if f.memory_types:
+        sql.where(f"m.memory_type = ANY({sql.param(f.memory_types)}::text[])")
+    if f.tags:
+        sql.where(f"(m.metadata -> 'tags') ?| {sql.param(f.tags)}::text[]")
+    if f.after is not None:
+        sql.where(f"m.created_at >= {sql.param(f.after)}")
+    if f.before is not None:
+        sql.where(f"m.created_at < {sql.param(f.before)}")
+    if f.pinned is not None:
+        sql.where(f"m.pinned = {sql.param(f.pinned)}")
+    if f.immutable is not None:
+        sql.where(f"m.immutable = {sql.param(f.immutable)}")
+    return sql
+
+
+# ---- writes ------------------------------------------------------------------------------------
+
+
+async def lock_content(conn: asyncpg.Connection, wallet: str, namespace: str, digest: bytes) -> None:
+    """Serialise concurrent stores of the same content (clients retry POSTs) until commit."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        f"{wallet}\x1f{namespace}\x1f{digest.hex()}",
+    )
+
+
+async def insert(conn: asyncpg.Connection, new: NewMemory) -> asyncpg.Record:
+    return await conn.fetchrow(
+        f"""
+        INSERT INTO memories AS m (user_id, content, content_hash, embedding, embedding_model,
+            metadata, importance, namespace, memory_type, session_id, agent_id, expires_at,
+            pinned, immutable)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+        RETURNING {COLUMNS}
+        """,
+        new.wallet, new.content, new.content_hash, new.embedding, new.embedding_model,
+        new.metadata, new.importance, new.namespace, new.memory_type, new.session_id,
+        new.agent_id, new.expires_at, new.pinned, new.immutable,
+    )  # fmt: skip
+
+
+async def find_same_content(
+    conn: asyncpg.Connection, wallet: str, namespace: str, digest: bytes
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        f"""SELECT {COLUMNS} FROM memories m
+            WHERE m.user_id = $1 AND m.namespace = $2 AND m.content_hash = $3 AND {LIVE}
+            LIMIT 1""",
+        wallet, namespace, digest,
+    )  # fmt: skip
+
+
+async def nearest(
+    conn: asyncpg.Connection, wallet: str, namespace: str, embedding: np.ndarray
+) -> tuple[asyncpg.Record, float] | None:
+    row = await conn.fetchrow(
+        f"""SELECT {COLUMNS}, 1 - (m.embedding <=> $3) AS similarity FROM memories m
+            WHERE m.user_id = $1 AND m.namespace = $2 AND {LIVE}
+            ORDER BY m.embedding <=> $3 LIMIT 1""",
+        wallet, namespace, embedding,
+    )  # fmt: skip
+    return (row, float(row["similarity"])) if row else None
+
+
+async def merge_duplicate(
+    conn: asyncpg.Connection,
+    memory_id: UUID,
+    importance: float,
+    metadata: dict[str, Any],
+    pinned: bool,
+) -> asyncpg.Record:
+    return await conn.fetchrow(
+        f"""UPDATE memories m SET importance = GREATEST(m.importance, $2), metadata = $3,
+                pinned = m.pinned OR $4, updated_at = now()
+            WHERE m.id = $1 RETURNING {COLUMNS}""",
+        memory_id, importance, metadata, pinned,
+    )  # fmt: skip
+
+
+UPDATABLE = {
+    "content", "content_hash", "embedding", "embedding_model", "metadata", "importance",
+    "memory_type", "namespace", "pinned", "immutable", "expires_at", "session_id", "agent_id",
+}  # fmt: skip
+
+
+async def update(
+    conn: asyncpg.Connection, wallet: str, memory_id: UUID, changes: dict[str, Any]
+) -> asyncpg.Record:
+    sql = _Sql()
+    sets = []
+    for column, value in changes.items():
+        if column not in UPDATABLE:
+            raise ValueError(f"not an updatable column: {column}")
+        sets.append(f"{column} = {sql.param(value)}")
+    sets.append("updated_at = now()")
+    return await conn.fetchrow(
+        f"""UPDATE memories m SET {", ".join(sets)}
+            WHERE m.id = {sql.param(memory_id)} AND m.user_id = {sql.param(wallet)}
+            RETURNING {COLUMNS}""",
+        *sql.params,
+    )
+
+
+async def soft_delete(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> list[UUID]:
+    rows = await conn.fetch(
+        f"""UPDATE memories m SET deleted_at = now(), updated_at = now()
+            WHERE m.id = ANY($1::uuid[]) AND m.user_id = $2 AND NOT m.immutable AND {LIVE}
+            RETURNING m.id""",
+        ids, wallet,
+    )  # fmt: skip
+    return [r["id"] for r in rows]
+
+
+async def record_access(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> None:
+    await conn.execute(
+        """UPDATE memories SET access_count = access_count + 1, accessed_at = now()
+           WHERE id = ANY($1::uuid[]) AND user_id = $2""",
+        ids, wallet,
+    )  # fmt: skip
+
+
+# ---- reads -------------------------------------------------------------------------------------
+
+
+async def get_many(
+    conn: asyncpg.Connection, wallet: str, ids: list[UUID], for_update: bool = False
+) -> list[asyncpg.Record]:
+    lock = " FOR UPDATE" if for_update else ""
+    return await conn.fetch(
+        f"SELECT {COLUMNS} FROM memories m WHERE m.id = ANY($1::uuid[]) AND m.user_id = $2"
+        f" AND {LIVE}{lock}",
+        ids, wallet,
+    )  # fmt: skip
+
+
+async def list_page(
+    conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
+) -> tuple[list[asyncpg.Record], int]:
+    sql = _filtered(f)
+    where = sql.sql()
+    total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
+    rows = await conn.fetch(
+        f"""SELECT {COLUMNS} FROM memories m WHERE {where}
+            ORDER BY m.created_at DESC, m.id DESC
+            LIMIT {sql.param(limit)} OFFSET {sql.param(offset)}""",
+        *sql.params,
+    )
+    return rows, int(total)
+
+
+async def count(conn: asyncpg.Connection, f: MemoryFilter) -> int:
+    sql = _filtered(f)
+    return int(await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {sql.sql()}", *sql.params))
+
+
+async def keyword_search(
+    conn: asyncpg.Connection, f: MemoryFilter, query: str, limit: int
+) -> tuple[list[asyncpg.Record], int]:
+    """Full-text match (web-search syntax), or a literal substring for identifiers and codes."""
+    sql = _filtered(f)
+    q = sql.param(query)
+    pattern = sql.param("%" + _escape_like(query) + "%")
+    sql.where(f"(m.tsv @@ websearch_to_tsquery('english', {q}) OR m.content ILIKE {pattern})")
+    where = sql.sql()
+    total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
+    rows = await conn.fetch(
+        f"""SELECT {COLUMNS} FROM memories m WHERE {where}
+            ORDER BY ts_rank_cd(m.tsv, websearch_to_tsquery('english', {q}), 32) DESC,
+                     m.created_at DESC
+            LIMIT {sql.param(limit)}""",
+        *sql.params,
+    )
+    return rows, int(total)
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+async def recall_candidates(
+    conn: asyncpg.Connection,
+    f: MemoryFilter,
+    embedding: np.ndarray,
+    query: str,
+    per_side: int,
+    exact: bool,
+) -> tuple[list[asyncpg.Record], int]:
+    """Vector top-N (HNSW with iterative scan, or an exact scan) united with keyword top-N.
+
+    Returns the candidates with their raw signals and how many the vector side found, so the
+    caller can fall back to an exact scan when filters starved the index scan.
+    """
+    sql = _filtered(f)
+    where = sql.sql()
+    vec = sql.param(embedding)
+    tsq = OR_TSQUERY.format(p=sql.param(query))
+    n = sql.param(per_side)
+    # `+ 0` hides the distance from the HNSW index, forcing an exact scan of the filtered rows.
+    order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
+    rows = await conn.fetch(
+        f"""
+        WITH q AS (SELECT {tsq} AS tsq),
+        vec AS (SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT {n}),
+        kw AS (
+            SELECT m.id FROM memories m, q WHERE {where} AND m.tsv @@ q.tsq
+            ORDER BY ts_rank_cd(m.tsv, q.tsq, 32) DESC LIMIT {n}
+        ),
+        cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
+        SELECT {COLUMNS},
+               1 - (m.embedding <=> {vec}) AS vector_sim,
+               CASE WHEN m.tsv @@ q.tsq THEN ts_rank_cd(m.tsv, q.tsq, 32) ELSE 0 END
+                   AS keyword_match,
+               {RELATION_COUNT} AS relation_count,
+               (SELECT count(*) FROM vec) AS vector_hits
+        FROM cand JOIN memories m USING (id), q
+        """,
+        *sql.params,
+    )
+    hits = int(rows[0]["vector_hits"]) if rows else 0
+    return rows, hits
+
+
+async def namespaces(conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"""SELECT m.namespace AS name, count(*) AS count, max(m.created_at) AS last_memory_at
+            FROM memories m WHERE m.user_id = $1 AND {LIVE}
+            GROUP BY m.namespace ORDER BY count(*) DESC, m.namespace""",
+        wallet,
+    )
+
+
+async def stats(conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
+    totals = await conn.fetchrow(
+        f"""SELECT count(*) AS total_memories,
+                   count(*) FILTER (WHERE m.pinned) AS pinned_count,
+                   count(*) FILTER (WHERE m.access_count = 0) AS never_accessed,
+                   coalesce(sum(m.access_count), 0) AS total_accesses,
+                   coalesce(avg(m.importance), 0) AS avg_importance,
+                   min(m.created_at) AS oldest_memory, max(m.created_at) AS newest_memory
+            FROM memories m WHERE m.user_id = $1 AND {LIVE}""",
+        wallet,
+    )
+    by_type = await conn.fetch(
+        f"""SELECT m.memory_type, count(*) AS count FROM memories m
+            WHERE m.user_id = $1 AND {LIVE} GROUP BY m.memory_type ORDER BY count(*) DESC""",
+        wallet,
+    )
+    by_namespace = await conn.fetch(
+        f"""SELECT m.namespace, count(*) AS count FROM memories m
+            WHERE m.user_id = $1 AND {LIVE} GROUP BY m.namespace ORDER BY count(*) DESC""",
+        wallet,
+    )
+    return {"totals": totals, "by_type": by_type, "by_namespace": by_namespace}

@@ -1,0 +1,243 @@
+"""Wire structs for the memory endpoints: request bodies with the contract's limits, and the
+rendering of stored rows into the shapes MemoClaw's clients parse.
+
+Limits come from memoclaw-api.md ("Memory object", "Other limits").
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from app.api.errors import InvalidInput
+
+MAX_CONTENT_CHARS = 8192
+MAX_METADATA_BYTES = 4096
+MAX_METADATA_KEYS = 20
+MAX_METADATA_DEPTH = 3
+MAX_TAGS = 10
+MAX_TAG_CHARS = 64
+MAX_NAME_CHARS = 255
+MAX_BATCH = 100
+MAX_RECALL_QUERY_CHARS = 32_768
+MAX_SEARCH_QUERY_CHARS = 1000
+DEFAULT_NAMESPACE = "default"
+DEFAULT_IMPORTANCE = 0.5
+DEFAULT_MEMORY_TYPE = "general"
+
+MemoryType = Literal["correction", "preference", "decision", "project", "observation", "general"]
+Content = Annotated[str, Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
+OptionalName = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
+Importance = Annotated[float, Meta(ge=0.0, le=1.0)]
+Tag = Annotated[str, Meta(min_length=1, max_length=MAX_TAG_CHARS)]
+Tags = Annotated[list[Tag], Meta(max_length=MAX_TAGS)]
+Metadata = dict[str, Any]
+
+
+class StrictStruct(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Unknown fields are refused with a 422 naming them, rather than silently dropped."""
+
+
+class StoreIn(StrictStruct):
+    content: Content
+    metadata: Metadata | None = None
+    importance: Importance | None = None
+    tags: Tags | None = None  # MemoClaw's CLI/MCP send top-level tags; stored at metadata.tags
+    namespace: Name | None = None
+    memory_type: MemoryType | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+    expires_at: str | None = None
+    pinned: bool | None = None
+    immutable: bool | None = None
+
+
+class StoreBatchIn(StrictStruct):
+    memories: Annotated[list[StoreIn], Meta(min_length=1, max_length=MAX_BATCH)]
+
+
+class UpdateIn(StrictStruct):
+    content: Content | None = None
+    metadata: Metadata | None = None
+    importance: Importance | None = None
+    memory_type: MemoryType | None = None
+    namespace: Name | None = None
+    pinned: bool | None = None
+    immutable: bool | None = None
+    expires_at: str | None | msgspec.UnsetType = msgspec.UNSET  # null clears it
+    tags: Tags | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+
+
+class BatchUpdateItem(UpdateIn, kw_only=True):
+    id: Annotated[str, Meta(min_length=1, max_length=64)]
+
+
+class BatchUpdateIn(StrictStruct):
+    updates: Annotated[list[BatchUpdateItem], Meta(min_length=1, max_length=MAX_BATCH)]
+
+
+class IdsIn(StrictStruct):
+    ids: Annotated[list[str], Meta(min_length=1, max_length=1000)]
+
+
+class RecallFilters(StrictStruct):
+    tags: Tags | str | None = None
+    after: str | None = None
+    before: str | None = None
+    memory_type: MemoryType | list[MemoryType] | None = None
+
+
+class RecallIn(StrictStruct):
+    query: Annotated[str, Meta(min_length=1, max_length=MAX_RECALL_QUERY_CHARS)]
+    limit: Annotated[int, Meta(ge=1, le=100)] = 5
+    min_similarity: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
+    namespace: Name | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+    include_relations: bool = False
+    filters: RecallFilters | None = None
+    # Flat filter forms some clients send beside `filters`.
+    tags: Tags | str | None = None
+    memory_type: MemoryType | list[MemoryType] | None = None
+    after: str | None = None
+    before: str | None = None
+
+
+class SearchIn(StrictStruct):
+    query: Annotated[str, Meta(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
+    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    namespace: Name | None = None
+    memory_type: MemoryType | None = None
+    tags: Tags | str | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+    after: str | None = None
+    before: str | None = None
+
+
+# ---- checks msgspec cannot express -------------------------------------------------------------
+
+
+def reject_nul(value: Any, path: str = "$") -> None:
+    """PostgreSQL text cannot hold U+0000: refuse it anywhere in a body, naming where."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInput(f"NUL characters are not allowed (at {path})", {"field": path})
+    elif isinstance(value, Struct):
+        for name in value.__struct_fields__:
+            reject_nul(getattr(value, name), f"{path}.{name}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            reject_nul(key, f"{path}.<key>")
+            reject_nul(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            reject_nul(item, f"{path}[{i}]")
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def check_metadata(metadata: Metadata, field: str = "metadata") -> None:
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidInput(
+            f"{field} has {len(metadata)} keys; at most {MAX_METADATA_KEYS} are allowed",
+            {"field": field},
+        )
+    if _depth(metadata) > MAX_METADATA_DEPTH:
+        raise InvalidInput(
+            f"{field} nests deeper than {MAX_METADATA_DEPTH} levels", {"field": field}
+        )
+    size = len(json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_METADATA_BYTES:
+        raise InvalidInput(
+            f"{field} is {size} bytes as JSON; at most {MAX_METADATA_BYTES} are allowed",
+            {"field": field},
+        )
+    tags = metadata.get("tags")
+    if tags is not None:
+        check_tags(tags, f"{field}.tags")
+
+
+def check_tags(tags: Any, field: str = "tags") -> list[str]:
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InvalidInput(f"{field} must be a list of strings", {"field": field})
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"{field} has {len(tags)} tags; at most {MAX_TAGS}", {"field": field})
+    for tag in tags:
+        if not tag or len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(
+                f"each tag in {field} must be 1..{MAX_TAG_CHARS} characters", {"field": field}
+            )
+    return list(tags)
+
+
+def parse_time(value: str | None, field: str) -> datetime | None:
+    """ISO 8601 (date or date-time, 'Z' allowed); naive times are UTC."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{field} must be an ISO 8601 date or date-time", {"field": field}) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def parse_future_time(value: str | None, field: str, now: datetime) -> datetime | None:
+    parsed = parse_time(value, field)
+    if parsed is not None and parsed <= now:
+        raise InvalidInput(f"{field} must be in the future", {"field": field})
+    return parsed
+
+
+def split_tags(value: str | list[str] | None) -> list[str] | None:
+    """Tags arrive as a list, a comma-separated string, or repeated query parameters."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    tags = [t.strip() for t in items if t and t.strip()]
+    return tags or None
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def memory_to_wire(row: Any) -> dict[str, Any]:
+    """A stored memory as MemoClaw's SDK parses it: no null metadata/pinned/accessed_at."""
+    return {
+        "id": str(row["id"]),
+        "user_id": row["user_id"],
+        "namespace": row["namespace"],
+        "content": row["content"],
+        "embedding_model": row["embedding_model"],
+        "metadata": row["metadata"] or {},
+        "importance": float(row["importance"]),
+        "memory_type": row["memory_type"],
+        "session_id": row["session_id"],
+        "agent_id": row["agent_id"],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "accessed_at": iso(row["accessed_at"]),
+        "access_count": int(row["access_count"]),
+        "deleted_at": iso(row["deleted_at"]),
+        "expires_at": iso(row["expires_at"]),
+        "pinned": bool(row["pinned"]),
+        "immutable": bool(row["immutable"]),
+        "tags": list((row["metadata"] or {}).get("tags") or []),
+    }

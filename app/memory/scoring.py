@@ -1,0 +1,131 @@
+"""The 4-signal hybrid recall score (memoclaw-api.md, "Recall: the 4-signal hybrid score").
+
+    hybrid = vector_sim × 0.55 + keyword_match × 0.25 + recency × 0.20
+    score  = hybrid × context_importance × access_boost × type_decay
+
+Published by MemoClaw and used as is: the three weights, recency = exp(−age_days / 30),
+access_boost = min(1 + access_count × 0.1, 2.0), and the per-type half-lives.
+
+Left unpublished by MemoClaw, so Engram's own choices (documented in the README too):
+- effective_importance = min(1, importance + 0.02 × min(relation_count, 10)): a memory other
+  memories point at is a little more important.
+- context_importance = effective_importance × (0.5 + 0.5 × vector_sim), floored at
+  CONTEXT_IMPORTANCE_FLOOR: importance counts fully only when the memory is about the query, so an
+  important but off-topic memory does not outrank a relevant ordinary one (the "importance boosted
+  by query relevance" MemoClaw describes). The floor keeps importance-0 memories recallable.
+- type_decay = 0.5 ** (days_since_last_access / half_life), pinned memories exempt (1.0).
+  The decay timer starts at the last access (accessed_at, which a recall resets), and each relation
+  stretches the half-life by 10 % up to 2× (10 relations): connected memories decay slower.
+- keyword_match = ts_rank_cd(tsv, query, 32), i.e. rank / (rank + 1), already in 0..1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+VECTOR_WEIGHT = 0.55
+KEYWORD_WEIGHT = 0.25
+RECENCY_WEIGHT = 0.20
+RECENCY_SCALE_DAYS = 30.0
+ACCESS_BOOST_PER_ACCESS = 0.1
+ACCESS_BOOST_CAP = 2.0
+TYPE_HALF_LIFE_DAYS = {
+    "correction": 180.0,
+    "preference": 180.0,
+    "decision": 90.0,
+    "project": 30.0,
+    "observation": 14.0,
+    "general": 60.0,
+}
+RELATION_IMPORTANCE_STEP = 0.02
+RELATION_HALF_LIFE_STEP = 0.10
+RELATION_CAP = 10
+CONTEXT_IMPORTANCE_FLOOR = 0.05
+SECONDS_PER_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class Signals:
+    vector: float
+    keyword: float
+    recency: float
+    base_importance: float
+    effective_importance: float
+    context_importance: float
+    relation_count: int
+    type_decay: float
+    access_boost: float
+    score: float
+
+    def to_wire(self) -> dict[str, float | int]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def _days_between(later: datetime, earlier: datetime) -> float:
+    return max((later - earlier).total_seconds(), 0.0) / SECONDS_PER_DAY
+
+
+def recency(created_at: datetime, now: datetime) -> float:
+    return math.exp(-_days_between(now, created_at) / RECENCY_SCALE_DAYS)
+
+
+def access_boost(access_count: int) -> float:
+    return min(1.0 + access_count * ACCESS_BOOST_PER_ACCESS, ACCESS_BOOST_CAP)
+
+
+def effective_importance(importance: float, relation_count: int) -> float:
+    return min(1.0, importance + RELATION_IMPORTANCE_STEP * min(relation_count, RELATION_CAP))
+
+
+def context_importance(effective: float, vector_sim: float) -> float:
+    return max(effective * (0.5 + 0.5 * max(vector_sim, 0.0)), CONTEXT_IMPORTANCE_FLOOR)
+
+
+def half_life_days(memory_type: str, relation_count: int) -> float:
+    stretch = 1.0 + RELATION_HALF_LIFE_STEP * min(relation_count, RELATION_CAP)
+    return TYPE_HALF_LIFE_DAYS.get(memory_type, TYPE_HALF_LIFE_DAYS["general"]) * stretch
+
+
+def type_decay(
+    memory_type: str, pinned: bool, last_access: datetime, relation_count: int, now: datetime
+) -> float:
+    if pinned:
+        return 1.0
+    return 0.5 ** (_days_between(now, last_access) / half_life_days(memory_type, relation_count))
+
+
+def score_memory(
+    *,
+    vector_sim: float,
+    keyword_match: float,
+    importance: float,
+    memory_type: str,
+    pinned: bool,
+    created_at: datetime,
+    accessed_at: datetime,
+    access_count: int,
+    relation_count: int,
+    now: datetime,
+) -> Signals:
+    vector_sim = min(max(vector_sim, 0.0), 1.0)
+    keyword_match = min(max(keyword_match, 0.0), 1.0)
+    rec = recency(created_at, now)
+    hybrid = vector_sim * VECTOR_WEIGHT + keyword_match * KEYWORD_WEIGHT + rec * RECENCY_WEIGHT
+    eff = effective_importance(importance, relation_count)
+    ctx = context_importance(eff, vector_sim)
+    boost = access_boost(access_count)
+    decay = type_decay(memory_type, pinned, accessed_at, relation_count, now)
+    return Signals(
+        vector=vector_sim,
+        keyword=keyword_match,
+        recency=rec,
+        base_importance=importance,
+        effective_importance=eff,
+        context_importance=ctx,
+        relation_count=relation_count,
+        type_decay=decay,
+        access_boost=boost,
+        score=hybrid * ctx * boost * decay,
+    )

@@ -1,0 +1,404 @@
+"""Memory rules: validation beyond the wire types, dedup on store, immutability, recall ranking.
+
+No SQL here (repository.py) and no HTTP types (controller.py); the caller's transaction is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import msgspec
+import numpy as np
+
+from app.ai.embedders import Embedder
+from app.api.errors import Conflict, InvalidInput, NotFound
+from app.memory import repository as repo
+from app.memory.repository import MemoryFilter, NewMemory
+from app.memory.schemas import (
+    DEFAULT_IMPORTANCE,
+    DEFAULT_MEMORY_TYPE,
+    DEFAULT_NAMESPACE,
+    MAX_TAGS,
+    RecallIn,
+    StoreIn,
+    UpdateIn,
+    check_metadata,
+    check_tags,
+    parse_future_time,
+    parse_time,
+    reject_nul,
+    split_tags,
+)
+from app.memory.scoring import Signals, score_memory
+
+# Store merges a new memory into an existing one of the same wallet and namespace at or above
+# this cosine similarity (the seed architecture's figure in memoclaw-api.md).
+DEDUP_SIMILARITY = 0.95
+# Candidates gathered from each of the vector and keyword sides before scoring.
+MIN_CANDIDATES_PER_SIDE = 50
+CANDIDATES_PER_RESULT = 4
+
+
+def content_digest(content: str) -> bytes:
+    return hashlib.sha256(content.encode()).digest()
+
+
+def parse_memory_id(raw: str) -> UUID:
+    try:
+        return UUID(raw)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise InvalidInput(f"'{raw}' is not a memory id (a UUID)", {"field": "id"}) from exc
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class StoreOutcome:
+    row: asyncpg.Record
+    deduplicated: bool
+
+
+@dataclass
+class Prepared:
+    """A validated store request, ready to embed and write."""
+
+    content: str
+    metadata: dict[str, Any]
+    importance: float | None
+    namespace: str
+    memory_type: str
+    session_id: str | None
+    agent_id: str | None
+    expires_at: datetime | None
+    pinned: bool
+    immutable: bool
+
+
+@dataclass
+class Recalled:
+    row: asyncpg.Record
+    signals: Signals
+
+
+def _merge_tags(*tag_lists: list[str] | None) -> list[str]:
+    merged: list[str] = []
+    for tags in tag_lists:
+        for tag in tags or []:
+            if tag not in merged:
+                merged.append(tag)
+    return merged
+
+
+def prepare_store(item: StoreIn, now: datetime, field: str = "") -> Prepared:
+    reject_nul(item, f"${field}")
+    if not item.content.strip():
+        raise InvalidInput(f"{field or ''}content must not be blank", {"field": f"{field}content"})
+    metadata = dict(item.metadata or {})
+    if item.tags is not None or "tags" in metadata:
+        tags = _merge_tags(check_tags(metadata.get("tags", []), f"{field}metadata.tags"), item.tags)
+        if len(tags) > MAX_TAGS:
+            raise InvalidInput(f"{field}tags: at most {MAX_TAGS} tags", {"field": f"{field}tags"})
+        metadata["tags"] = tags
+    check_metadata(metadata, f"{field}metadata")
+    return Prepared(
+        content=item.content,
+        metadata=metadata,
+        importance=item.importance,
+        namespace=item.namespace or DEFAULT_NAMESPACE,
+        memory_type=item.memory_type or DEFAULT_MEMORY_TYPE,
+        session_id=item.session_id,
+        agent_id=item.agent_id,
+        expires_at=parse_future_time(item.expires_at, f"{field}expires_at", now),
+        pinned=bool(item.pinned),
+        immutable=bool(item.immutable),
+    )
+
+
+def merged_metadata(existing: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
+    """Incoming keys win, tags are unioned; if the union breaks a limit, only tags are merged."""
+    tags = _merge_tags(existing.get("tags"), incoming.get("tags"))[:MAX_TAGS]
+    merged = {**existing, **incoming}
+    if tags:
+        merged["tags"] = tags
+    try:
+        check_metadata(merged)
+    except InvalidInput:
+        merged = {**existing, **({"tags": tags} if tags else {})}
+    return merged
+
+
+class MemoryService:
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    # ---- store -----------------------------------------------------------------------------
+
+    async def store(self, conn: asyncpg.Connection, wallet: str, item: StoreIn) -> tuple[StoreOutcome, int]:
+        prepared = prepare_store(item, now_utc())
+        embedded = await self.embedder.embed([prepared.content])
+        outcome = await self._write(conn, wallet, prepared, embedded.vectors[0])
+        return outcome, embedded.tokens
+
+    async def store_batch(
+        self, conn: asyncpg.Connection, wallet: str, items: list[StoreIn]
+    ) -> tuple[list[StoreOutcome], int]:
+        now = now_utc()
+        prepared = [prepare_store(item, now, f"memories[{i}].") for i, item in enumerate(items)]
+        embedded = await self.embedder.embed([p.content for p in prepared])
+        outcomes = []
+        for p, vector in zip(prepared, embedded.vectors, strict=True):
+            # Earlier items of the batch are visible to later ones, so the batch dedups itself.
+            outcomes.append(await self._write(conn, wallet, p, vector))
+        return outcomes, embedded.tokens
+
+    async def _write(
+        self, conn: asyncpg.Connection, wallet: str, p: Prepared, vector: np.ndarray
+    ) -> StoreOutcome:
+        digest = content_digest(p.content)
+        await repo.lock_content(conn, wallet, p.namespace, digest)
+        duplicate = await repo.find_same_content(conn, wallet, p.namespace, digest)
+        if duplicate is None:
+            near = await repo.nearest(conn, wallet, p.namespace, vector)
+            if near is not None and near[1] >= DEDUP_SIMILARITY:
+                duplicate = near[0]
+        if duplicate is not None:
+            return StoreOutcome(await self._merge(conn, duplicate, p), deduplicated=True)
+        row = await repo.insert(
+            conn,
+            NewMemory(
+                wallet=wallet,
+                content=p.content,
+                content_hash=digest,
+                embedding=vector,
+                embedding_model=self.embedder.model_name,
+                metadata=p.metadata,
+                importance=DEFAULT_IMPORTANCE if p.importance is None else p.importance,
+                namespace=p.namespace,
+                memory_type=p.memory_type,
+                session_id=p.session_id,
+                agent_id=p.agent_id,
+                expires_at=p.expires_at,
+                pinned=p.pinned,
+                immutable=p.immutable,
+            ),
+        )
+        return StoreOutcome(row, deduplicated=False)
+
+    async def _merge(self, conn: asyncpg.Connection, existing: asyncpg.Record, p: Prepared) -> asyncpg.Record:
+        if existing["immutable"]:
+            return existing  # an immutable memory is never changed, not even by a merge
+        return await repo.merge_duplicate(
+            conn,
+            existing["id"],
+            existing["importance"] if p.importance is None else p.importance,
+            merged_metadata(existing["metadata"] or {}, p.metadata),
+            p.pinned,
+        )
+
+    # ---- read ------------------------------------------------------------------------------
+
+    async def get(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyncpg.Record:
+        rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)])
+        if not rows:
+            raise NotFound(f"Memory {memory_id} not found")
+        return rows[0]
+
+    async def list(
+        self, conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
+    ) -> tuple[list[asyncpg.Record], int]:
+        return await repo.list_page(conn, f, limit, offset)
+
+    async def count(self, conn: asyncpg.Connection, f: MemoryFilter) -> int:
+        return await repo.count(conn, f)
+
+    async def search(
+        self, conn: asyncpg.Connection, f: MemoryFilter, query: str, limit: int
+    ) -> tuple[list[asyncpg.Record], int]:
+        reject_nul(query, "$.query")
+        if not query.strip():
+            raise InvalidInput("query must not be blank", {"field": "query"})
+        return await repo.keyword_search(conn, f, query, limit)
+
+    async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
+        return await repo.namespaces(conn, wallet)
+
+    async def stats(self, conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
+        return await repo.stats(conn, wallet)
+
+    # ---- update / delete -------------------------------------------------------------------
+
+    async def update(
+        self, conn: asyncpg.Connection, wallet: str, memory_id: str, patch: UpdateIn
+    ) -> tuple[asyncpg.Record, int]:
+        rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)], for_update=True)
+        if not rows:
+            raise NotFound(f"Memory {memory_id} not found")
+        changes, new_content = self.changes_for(rows[0], patch, now_utc())
+        tokens = 0
+        if new_content is not None:
+            embedded = await self.embedder.embed([new_content])
+            changes.update(self.content_columns(new_content, embedded.vectors[0]))
+            tokens = embedded.tokens
+        if not changes:
+            return rows[0], 0
+        return await repo.update(conn, wallet, rows[0]["id"], changes), tokens
+
+    async def update_batch(
+        self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Apply each update in its own savepoint: one bad item is reported, not fatal."""
+        results: list[dict[str, Any]] = []
+        tokens = 0
+        for memory_id, patch in patches:
+            try:
+                async with conn.transaction():
+                    _, used = await self.update(conn, wallet, memory_id, patch)
+                tokens += used
+                results.append({"id": memory_id, "updated": True})
+            except (NotFound, Conflict, InvalidInput) as exc:
+                results.append(
+                    {"id": memory_id, "updated": False, "error": exc.message,
+                     "status": exc.status_code}
+                )  # fmt: skip
+        return results, tokens
+
+    def changes_for(
+        self, current: asyncpg.Record, patch: UpdateIn, now: datetime
+    ) -> tuple[dict[str, Any], str | None]:
+        """The column changes a PATCH asks for, and the new content if it differs."""
+        reject_nul(patch)
+        if current["immutable"]:
+            raise Conflict(f"Memory {current['id']} is immutable and cannot be changed")
+        changes: dict[str, Any] = {}
+        new_content = None
+        if patch.content is not None and patch.content != current["content"]:
+            if not patch.content.strip():
+                raise InvalidInput("content must not be blank", {"field": "content"})
+            new_content = patch.content
+        metadata = None
+        if patch.metadata is not None:
+            metadata = dict(patch.metadata)
+        if patch.tags is not None:
+            metadata = dict(metadata if metadata is not None else current["metadata"] or {})
+            metadata["tags"] = check_tags(patch.tags)
+        if metadata is not None:
+            check_metadata(metadata)
+            changes["metadata"] = metadata
+        for column in ("importance", "memory_type", "namespace", "pinned", "session_id", "agent_id"):
+            value = getattr(patch, column)
+            if value is not None:
+                changes[column] = value
+        if patch.immutable:
+            changes["immutable"] = True
+        if patch.expires_at is not msgspec.UNSET:
+            changes["expires_at"] = parse_future_time(patch.expires_at, "expires_at", now)  # type: ignore[arg-type]
+        return changes, new_content
+
+    def content_columns(self, content: str, vector: np.ndarray) -> dict[str, Any]:
+        return {
+            "content": content,
+            "content_hash": content_digest(content),
+            "embedding": vector,
+            "embedding_model": self.embedder.model_name,
+        }
+
+    async def delete(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> UUID:
+        row = await self.get(conn, wallet, memory_id)
+        if row["immutable"]:
+            raise Conflict(f"Memory {memory_id} is immutable and cannot be deleted")
+        await repo.soft_delete(conn, wallet, [row["id"]])
+        return row["id"]
+
+    async def delete_many(
+        self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]
+    ) -> list[dict[str, Any]]:
+        parsed: dict[str, UUID | None] = {}
+        for raw in raw_ids:
+            try:
+                parsed[raw] = parse_memory_id(raw)
+            except InvalidInput:
+                parsed[raw] = None
+        valid = [u for u in parsed.values() if u is not None]
+        found = {r["id"]: r for r in await repo.get_many(conn, wallet, valid, for_update=True)}
+        deleted = set(await repo.soft_delete(conn, wallet, valid))
+        results = []
+        for raw, uid in parsed.items():
+            if uid in deleted:
+                results.append({"id": raw, "deleted": True})
+            elif uid in found:
+                results.append({"id": raw, "deleted": False, "error": "Memory is immutable"})
+            else:
+                results.append({"id": raw, "deleted": False, "error": "Memory not found"})
+        return results
+
+    # ---- recall ----------------------------------------------------------------------------
+
+    async def recall(
+        self, conn: asyncpg.Connection, wallet: str, req: RecallIn
+    ) -> tuple[list[Recalled], int]:
+        reject_nul(req)
+        if not req.query.strip():
+            raise InvalidInput("query must not be blank", {"field": "query"})
+        f = recall_filter(wallet, req)
+        embedded = await self.embedder.embed([req.query])
+        vector = embedded.vectors[0]
+        per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
+        rows, vector_hits = await repo.recall_candidates(conn, f, vector, req.query, per_side, False)
+        if vector_hits < per_side:
+            # The index scan came back short: either the wallet has few matching rows (an exact
+            # scan is then cheap) or filters starved it; an exact scan returns the true top k.
+            rows, _ = await repo.recall_candidates(conn, f, vector, req.query, per_side, True)
+        now = now_utc()
+        ranked = sorted(
+            (
+                Recalled(row, _signals_of(row, now))
+                for row in rows
+                if float(row["vector_sim"]) >= req.min_similarity
+            ),
+            key=lambda r: r.signals.score,
+            reverse=True,
+        )[: req.limit]
+        await repo.record_access(conn, wallet, [r.row["id"] for r in ranked])
+        return ranked, embedded.tokens
+
+
+def _signals_of(row: asyncpg.Record, now: datetime) -> Signals:
+    return score_memory(
+        vector_sim=float(row["vector_sim"]),
+        keyword_match=float(row["keyword_match"]),
+        importance=float(row["importance"]),
+        memory_type=row["memory_type"],
+        pinned=row["pinned"],
+        created_at=row["created_at"],
+        accessed_at=row["accessed_at"],
+        access_count=int(row["access_count"]),
+        relation_count=int(row["relation_count"]),
+        now=now,
+    )
+
+
+def _as_list(value: str | list[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
+    filters = req.filters
+    return MemoryFilter(
+        wallet=wallet,
+        namespace=req.namespace,
+        session_id=req.session_id,
+        agent_id=req.agent_id,
+        memory_types=_as_list((filters.memory_type if filters else None) or req.memory_type),
+        tags=split_tags((filters.tags if filters else None) or req.tags),
+        after=parse_time((filters.after if filters else None) or req.after, "filters.after"),
+        before=parse_time((filters.before if filters else None) or req.before, "filters.before"),
+    )

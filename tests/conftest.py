@@ -1,0 +1,83 @@
+"""Shared fixtures: one real PostgreSQL+pgvector per test session (embedded, or
+ENGRAM_TEST_DATABASE_URL), migrated once with Alembic; the app served in-process per session.
+
+Isolation between tests comes from the domain itself: every test signs with fresh wallets, and
+every query is scoped to a wallet.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from app.asgi import create_app
+from app.auth.signature import sign_header
+from app.config import LOCAL_EMBED_DIMS, Settings
+from app.db.schema import upgrade_to_head
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    configured = os.environ.get("ENGRAM_TEST_DATABASE_URL")
+    if configured:
+        upgrade_to_head(configured, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
+        yield configured
+        return
+    from app.db.embedded import EmbeddedPostgres
+
+    server = EmbeddedPostgres(Path(tmp_path_factory.mktemp("engram-pg")) / "pgdata")
+    dsn = server.start()
+    try:
+        upgrade_to_head(dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
+        yield dsn
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, free_tier_calls=100, db_pool_max=30)
+
+
+@pytest.fixture(scope="session")
+def app(settings: Settings) -> Litestar:
+    return create_app(settings)
+
+
+@pytest.fixture(scope="session")
+async def client(app: Litestar) -> AsyncIterator[AsyncTestClient]:
+    async with AsyncTestClient(app=app, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture
+def make_app(settings: Settings):  # type: ignore[no-untyped-def]
+    """An app with other settings on the same database (e.g. a tiny free tier)."""
+
+    def factory(**changes: object) -> Litestar:
+        return create_app(replace(settings, **changes))
+
+    return factory
+
+
+@pytest.fixture
+def wallet() -> LocalAccount:
+    return Account.create()
+
+
+@pytest.fixture
+def other_wallet() -> LocalAccount:
+    return Account.create()
+
+
+def auth(account: LocalAccount, ts: int | None = None) -> dict[str, str]:
+    return {"x-wallet-auth": sign_header(account.key.hex(), ts if ts is not None else int(time.time()))}

@@ -1,0 +1,65 @@
+"""The embedded PostgreSQL starts on 127.0.0.1 with pgvector, and keeps its data across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from app.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
+
+
+def fetchval(dsn: str, sql: str) -> Any:
+    async def run() -> Any:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await conn.fetchval(sql)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def execute(dsn: str, script: str) -> None:
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(script)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def test_serves_pgvector_and_persists_across_restarts(tmp_path: Path) -> None:
+    pg = EmbeddedPostgres(tmp_path / "pgdata")
+    try:
+        dsn = pg.start()
+        assert dsn.startswith("postgresql://") and "@127.0.0.1:" in dsn and dsn.endswith("/engram")
+
+        version = fetchval(dsn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        assert tuple(int(part) for part in version.split(".")[:2]) >= (0, 8)
+
+        execute(dsn, "CREATE TABLE kept (v vector(3)); INSERT INTO kept VALUES ('[1,2,3]')")
+        pg.stop()
+        pg.stop()  # idempotent
+
+        dsn = pg.start()  # same data dir: no initdb, same database
+        assert fetchval(dsn, "SELECT v::text FROM kept") == "[1,2,3]"
+    finally:
+        pg.stop()
+
+
+def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        pg = EmbeddedPostgres(tmp_path / "pgdata", port=port)
+        with pytest.raises(EmbeddedPostgresError, match=f"port {port} .* in use"):
+            pg.start()
+    pg.stop()
