@@ -8,6 +8,8 @@ every query is scoped to a wallet.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -26,7 +28,7 @@ from app.db.schema import upgrade_to_head
 
 
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def database_url() -> Iterator[str]:
     configured = os.environ.get("ENGRAM_TEST_DATABASE_URL")
     if configured:
         upgrade_to_head(configured, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
@@ -34,13 +36,17 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     from app.db.embedded import EmbeddedPostgres
 
-    server = EmbeddedPostgres(Path(tmp_path_factory.mktemp("engram-pg")) / "pgdata")
+    # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data
+    # directory from under a server still used by a concurrent run.
+    root = Path(tempfile.mkdtemp(prefix="engram-test-pg-"))
+    server = EmbeddedPostgres(root / "pgdata")
     dsn = server.start()
     try:
         upgrade_to_head(dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
         yield dsn
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,11 @@ EXCLUDE_OPT_KEY = "exclude_from_auth"
 class WalletAuthMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
     exclude_opt_key = EXCLUDE_OPT_KEY
-    # Litestar's own OpenAPI handlers cannot carry our opt key; the docs are public.
-    exclude_path_pattern = ("^/docs",)
+
+    @staticmethod
+    def should_bypass_for_scope(scope: Scope) -> bool:
+        # Litestar's own OpenAPI handlers cannot carry our opt key; the docs are public.
+        return str(scope["path"]).startswith("/docs")
 
     def __init__(self, verifier: WalletVerifier) -> None:
         self.verifier = verifier

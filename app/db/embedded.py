@@ -96,17 +96,16 @@ class EmbeddedPostgres:
         with self._exclusive():
             account = _postgres_account(self.data_dir)
             if account is not None:
-                _allow_traversal(self.data_dir.parent)
-                _allow_traversal(PG_BIN.parent)
-            if not (self.data_dir / "PG_VERSION").exists():
-                self._initdb(account)
+                _allow_traversal(self.data_dir.parent, account)
+                _allow_traversal(PG_BIN.parent, account)
             running = self._running_pid() is not None
             if not (running and self._reuse_running()):
-                port = (
-                    self._choose_port()
-                )  # before stopping anything, so a busy port changes nothing
+                # Pick the port first, so a busy one fails fast and changes nothing.
+                port = self._choose_port()
                 if running:
                     self._pg_ctl_stop(account)
+                if not (self.data_dir / "PG_VERSION").exists():
+                    self._initdb(account)
                 self._pg_ctl_start(account, port)
             self._ensure_database()
         return self.dsn
@@ -311,10 +310,10 @@ def _postgres_account(data_dir: Path) -> Account | None:
     """Who runs postgres: ourselves, or as root (which postgres refuses) an unprivileged account."""
     if os.geteuid() != 0:
         return None
-    if data_dir.exists() and data_dir.stat().st_uid != 0:
+    owner = data_dir.stat() if data_dir.exists() else None
+    if owner is not None and owner.st_uid != 0:
         # An existing data dir must be served by its owner (e.g. made by a normal user earlier).
-        st = data_dir.stat()
-        return st.st_uid, st.st_gid
+        return owner.st_uid, owner.st_gid
     try:
         entry = pwd.getpwnam(SERVICE_USER)
     except KeyError:
@@ -334,14 +333,14 @@ def _postgres_account(data_dir: Path) -> Account | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _allow_traversal(path: Path) -> None:
-    """Give others search (x, not read) permission on `path` and its ancestors where missing,
-    so the unprivileged postgres account can reach it, e.g. through a 0700 /root."""
+def _allow_traversal(path: Path, account: Account) -> None:
+    """Let the postgres account reach `path`, e.g. through a 0700 /root, by adding search
+    permission (x, not read) for others on `path` and its ancestors where it is missing."""
     for directory in [path, *path.parents]:
-        mode = directory.stat().st_mode
-        if not mode & stat.S_IXOTH:
+        st = directory.stat()
+        if st.st_uid != account[0] and not st.st_mode & stat.S_IXOTH:
             log.warning("adding o+x to %s so PostgreSQL can reach %s", directory, path)
-            directory.chmod(mode | stat.S_IXOTH)
+            directory.chmod(st.st_mode | stat.S_IXOTH)
 
 
 def _make_dir(path: Path, account: Account | None) -> None:

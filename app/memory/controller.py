@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import asyncpg
 from litestar import Controller, Request, delete, get, patch, post
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.memory.repository import MemoryFilter
@@ -24,11 +25,12 @@ from app.memory.schemas import (
     parse_time,
     split_tags,
 )
+from app.api.params import Conn, Limit100, Offset
 from app.memory.service import MemoryService
 from app.payments import prices
 from app.payments.prices import paid
 
-Limit100 = Annotated[int, Parameter(ge=1, le=100)]
+Memories = NamedDependency[MemoryService]
 
 
 def _list_filter(
@@ -102,14 +104,14 @@ class MemoryController(Controller):
 
     @post("/store", opt=paid(prices.STORE), status_code=HTTP_201_CREATED)
     async def store(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: StoreIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[StoreIn]
     ) -> dict[str, Any]:
         outcome, tokens = await memories.store(conn, request.user, data)
         return _store_response(outcome.row, outcome.deduplicated, tokens)
 
     @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
     async def store_batch(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: StoreBatchIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[StoreBatchIn]
     ) -> dict[str, Any]:
         outcomes, tokens = await memories.store_batch(conn, request.user, data.memories)
         return {
@@ -122,7 +124,7 @@ class MemoryController(Controller):
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
     async def recall(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: RecallIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[RecallIn]
     ) -> dict[str, Any]:
         recalled, tokens = await memories.recall(conn, request.user, data)
         items = [_recalled_to_wire(r) for r in recalled]
@@ -135,22 +137,22 @@ class MemoryController(Controller):
     async def list_memories(
         self,
         request: Request,
-        conn: asyncpg.Connection,
-        memories: MemoryService,
+        conn: Conn,
+        memories: Memories,
         limit: Limit100 = 20,
-        offset: Annotated[int, Parameter(ge=0)] = 0,
-        namespace: str | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        memory_type: MemoryType | None = None,
-        tags: list[str] | None = None,
-        pinned: bool | None = None,
-        immutable: bool | None = None,
-        after: str | None = None,
-        before: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        include_deleted: bool = False,
+        offset: Offset = 0,
+        namespace: FromQuery[str | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
+        memory_type: FromQuery[MemoryType | None] = None,
+        tags: FromQuery[list[str] | None] = None,
+        pinned: FromQuery[bool | None] = None,
+        immutable: FromQuery[bool | None] = None,
+        after: FromQuery[str | None] = None,
+        before: FromQuery[str | None] = None,
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+        include_deleted: FromQuery[bool] = False,
     ) -> dict[str, Any]:
         f = _list_filter(
             request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
@@ -169,16 +171,16 @@ class MemoryController(Controller):
     async def count(
         self,
         request: Request,
-        conn: asyncpg.Connection,
-        memories: MemoryService,
-        namespace: str | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        memory_type: MemoryType | None = None,
-        tags: list[str] | None = None,
-        pinned: bool | None = None,
-        after: str | None = None,
-        before: str | None = None,
+        conn: Conn,
+        memories: Memories,
+        namespace: FromQuery[str | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
+        memory_type: FromQuery[MemoryType | None] = None,
+        tags: FromQuery[list[str] | None] = None,
+        pinned: FromQuery[bool | None] = None,
+        after: FromQuery[str | None] = None,
+        before: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
         f = _list_filter(
             request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
@@ -188,7 +190,7 @@ class MemoryController(Controller):
 
     @post("/search", status_code=HTTP_200_OK)
     async def search(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: SearchIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[SearchIn]
     ) -> dict[str, Any]:
         f = _list_filter(
             request.user, namespace=data.namespace, session_id=data.session_id,
@@ -202,15 +204,15 @@ class MemoryController(Controller):
     async def search_legacy(
         self,
         request: Request,
-        conn: asyncpg.Connection,
-        memories: MemoryService,
-        q: Annotated[str, Parameter(min_length=1, max_length=1000)],
+        conn: Conn,
+        memories: Memories,
+        q: Annotated[str, QueryParameter(min_length=1, max_length=1000)],
         limit: Limit100 = 10,
-        namespace: str | None = None,
-        memory_type: MemoryType | None = None,
-        tags: list[str] | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
+        namespace: FromQuery[str | None] = None,
+        memory_type: FromQuery[MemoryType | None] = None,
+        tags: FromQuery[list[str] | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
         f = _list_filter(
             request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
@@ -221,7 +223,7 @@ class MemoryController(Controller):
 
     @get("/memories/{memory_id:str}")
     async def get_memory(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, memory_id: str
+        self, request: Request, conn: Conn, memories: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
         return memory_to_wire(await memories.get(conn, request.user, memory_id))
 
@@ -229,48 +231,48 @@ class MemoryController(Controller):
     async def update(
         self,
         request: Request,
-        conn: asyncpg.Connection,
-        memories: MemoryService,
-        memory_id: str,
-        data: UpdateIn,
+        conn: Conn,
+        memories: Memories,
+        memory_id: FromPath[str],
+        data: JSONBody[UpdateIn],
     ) -> dict[str, Any]:
         row, tokens = await memories.update(conn, request.user, memory_id, data)
         return {**memory_to_wire(row), "tokens_used": tokens}
 
     @patch("/memories/batch", opt=paid(prices.BATCH_UPDATE))
     async def update_batch(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: BatchUpdateIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[BatchUpdateIn]
     ) -> dict[str, Any]:
         return await _batch_update(request, conn, memories, data)
 
     @post("/memories/batch-update", opt=paid(prices.BATCH_UPDATE), status_code=HTTP_200_OK)
     async def update_batch_post(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: BatchUpdateIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[BatchUpdateIn]
     ) -> dict[str, Any]:
         return await _batch_update(request, conn, memories, data)
 
     @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
     async def delete_memory(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, memory_id: str
+        self, request: Request, conn: Conn, memories: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
         deleted_id = await memories.delete(conn, request.user, memory_id)
         return {"deleted": True, "id": str(deleted_id)}
 
     @post("/memories/bulk-delete", status_code=HTTP_200_OK)
     async def bulk_delete(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: IdsIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
         return await _delete_many(request, conn, memories, data)
 
     @post("/memories/batch-delete", status_code=HTTP_200_OK)
     async def batch_delete(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService, data: IdsIn
+        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
         return await _delete_many(request, conn, memories, data)
 
     @get("/namespaces")
     async def namespaces(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService
+        self, request: Request, conn: Conn, memories: Memories
     ) -> dict[str, Any]:
         rows = await memories.namespaces(conn, request.user)
         return {
@@ -283,7 +285,7 @@ class MemoryController(Controller):
 
     @get("/stats")
     async def stats(
-        self, request: Request, conn: asyncpg.Connection, memories: MemoryService
+        self, request: Request, conn: Conn, memories: Memories
     ) -> dict[str, Any]:
         raw = await memories.stats(conn, request.user)
         totals = raw["totals"]
