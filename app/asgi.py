@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[health, FreeTierController, MemoryController],
         dependencies={
             "conn": Provide(provide_transaction),
-            "memories": Provide(_memory_service, sync_to_thread=False),
+            "memory_service": Provide(_memory_service, sync_to_thread=False),
             "free_tier": Provide(_free_tier, sync_to_thread=False),
         },
         middleware=[WalletAuthMiddleware(WalletVerifier(settings.auth_window_seconds))],

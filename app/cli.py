@@ -74,8 +74,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from app.asgi import create_app
 
+    import signal
+
     settings = Settings.from_env()
     settings = replace(settings, host=args.host or settings.host, port=args.port or settings.port)
+    # uvicorn shuts down gracefully on SIGTERM and then re-raises it; SIGTERM's default action
+    # would kill us right there, before `database()` stops the embedded PostgreSQL. Exit instead.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with database(settings) as ready:
         migrate(ready)
         app = create_app(ready)

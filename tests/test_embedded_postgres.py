@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,15 @@ import asyncpg
 import pytest
 
 from app.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # Not pytest's tmp_path: pytest prunes old basetemps, which can pull the data dir from under
+    # a server while another pytest run starts concurrently.
+    root = Path(tempfile.mkdtemp(prefix="engram-test-embedded-"))
+    yield root / "pgdata"
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def fetchval(dsn: str, sql: str) -> Any:
@@ -35,8 +47,8 @@ def execute(dsn: str, script: str) -> None:
     asyncio.run(run())
 
 
-def test_serves_pgvector_and_persists_across_restarts(tmp_path: Path) -> None:
-    pg = EmbeddedPostgres(tmp_path / "pgdata")
+def test_serves_pgvector_and_persists_across_restarts(data_dir: Path) -> None:
+    pg = EmbeddedPostgres(data_dir)
     try:
         dsn = pg.start()
         assert dsn.startswith("postgresql://") and "@127.0.0.1:" in dsn and dsn.endswith("/engram")
@@ -54,12 +66,12 @@ def test_serves_pgvector_and_persists_across_restarts(tmp_path: Path) -> None:
         pg.stop()
 
 
-def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+def test_busy_port_is_a_clear_error(data_dir: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        pg = EmbeddedPostgres(tmp_path / "pgdata", port=port)
+        pg = EmbeddedPostgres(data_dir, port=port)
         with pytest.raises(EmbeddedPostgresError, match=f"port {port} .* in use"):
             pg.start()
     pg.stop()

@@ -149,6 +149,10 @@ def test_store_batch_recall_list_get(sdk: MemoClaw, account: LocalAccount) -> No
     assert memory.embedding_model and memory.pinned is False and memory.immutable is False
     assert memory.deleted_at is None and memory.expires_at is None
 
+    # The fluent builder is store() underneath; `search` is the SDK's alias for recall.
+    built = sdk.store_builder().content("Builder-made memory about kayaks").importance(0.4).execute()
+    assert sdk.search("kayaks", limit=1).memories[0].id == built.id
+
 
 def test_updates(sdk: MemoClaw) -> None:
     memory_id = sdk.store("The staging server runs on port 8080", expires_at=_future()).id
@@ -204,6 +208,13 @@ def test_delete_and_delete_batch(sdk: MemoClaw) -> None:
     assert sorted((r.id, r.deleted) for r in results) == sorted((i, True) for i in ids[1:])
     assert sdk.list().total == 0
     assert sdk.recall("facts about animals and comets").memories == []
+
+    # The SDK's delete_namespace is list + batch-delete until the namespace is empty.
+    sdk.store_batch([{"content": "scratch one", "namespace": "scratch"},
+                     {"content": "scratch two about kites", "namespace": "scratch"}])  # fmt: skip
+    kept = sdk.store("kept outside the scratch namespace").id
+    assert sdk.delete_namespace("scratch").deleted_count == 2
+    assert [m.id for m in sdk.list().memories] == [kept]
 
 
 def test_search_stats_namespaces_status_ping(sdk: MemoClaw, account: LocalAccount) -> None:

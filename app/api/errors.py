@@ -111,6 +111,8 @@ def handle_http_exception(_: Request, exc: HTTPException) -> Response:
         # Litestar answers 400 for body/parameter validation; the contract says 422.
         return _render(422, "VALIDATION_ERROR", _clean_detail(exc.detail), _validation_details(exc), {})
     status = exc.status_code
+    if status >= 500:
+        log.error("server error: %s", exc, exc_info=exc)
     code = CODE_BY_STATUS.get(status, "INTERNAL_ERROR" if status >= 500 else "BAD_REQUEST")
     return _render(status, code, _clean_detail(exc.detail), {}, dict(exc.headers or {}))
 

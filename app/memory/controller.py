@@ -104,16 +104,16 @@ class MemoryController(Controller):
 
     @post("/store", opt=paid(prices.STORE), status_code=HTTP_201_CREATED)
     async def store(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[StoreIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[StoreIn]
     ) -> dict[str, Any]:
-        outcome, tokens = await memories.store(conn, request.user, data)
+        outcome, tokens = await memory_service.store(conn, request.user, data)
         return _store_response(outcome.row, outcome.deduplicated, tokens)
 
     @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
     async def store_batch(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[StoreBatchIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[StoreBatchIn]
     ) -> dict[str, Any]:
-        outcomes, tokens = await memories.store_batch(conn, request.user, data.memories)
+        outcomes, tokens = await memory_service.store_batch(conn, request.user, data.memories)
         return {
             "ids": [str(o.row["id"]) for o in outcomes],
             "stored": True,
@@ -124,9 +124,9 @@ class MemoryController(Controller):
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
     async def recall(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[RecallIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[RecallIn]
     ) -> dict[str, Any]:
-        recalled, tokens = await memories.recall(conn, request.user, data)
+        recalled, tokens = await memory_service.recall(conn, request.user, data)
         items = [_recalled_to_wire(r) for r in recalled]
         if data.include_relations:
             for item in items:
@@ -138,7 +138,7 @@ class MemoryController(Controller):
         self,
         request: Request,
         conn: Conn,
-        memories: Memories,
+        memory_service: Memories,
         limit: Limit100 = 20,
         offset: Offset = 0,
         namespace: FromQuery[str | None] = None,
@@ -159,7 +159,7 @@ class MemoryController(Controller):
             memory_type=memory_type, tags=tags, after=after or since, before=before or until,
             pinned=pinned, immutable=immutable, include_deleted=include_deleted,
         )  # fmt: skip
-        rows, total = await memories.list(conn, f, limit, offset)
+        rows, total = await memory_service.list(conn, f, limit, offset)
         return {
             "memories": [memory_to_wire(r) for r in rows],
             "total": total,
@@ -172,7 +172,7 @@ class MemoryController(Controller):
         self,
         request: Request,
         conn: Conn,
-        memories: Memories,
+        memory_service: Memories,
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
@@ -186,18 +186,18 @@ class MemoryController(Controller):
             request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
             memory_type=memory_type, tags=tags, after=after, before=before, pinned=pinned,
         )  # fmt: skip
-        return {"count": await memories.count(conn, f)}
+        return {"count": await memory_service.count(conn, f)}
 
     @post("/search", status_code=HTTP_200_OK)
     async def search(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[SearchIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[SearchIn]
     ) -> dict[str, Any]:
         f = _list_filter(
             request.user, namespace=data.namespace, session_id=data.session_id,
             agent_id=data.agent_id, memory_type=data.memory_type,
             tags=split_tags(data.tags), after=data.after, before=data.before,
         )  # fmt: skip
-        rows, total = await memories.search(conn, f, data.query, data.limit)
+        rows, total = await memory_service.search(conn, f, data.query, data.limit)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": data.query}
 
     @get("/memories/search")
@@ -205,7 +205,7 @@ class MemoryController(Controller):
         self,
         request: Request,
         conn: Conn,
-        memories: Memories,
+        memory_service: Memories,
         q: Annotated[str, QueryParameter(min_length=1, max_length=1000)],
         limit: Limit100 = 10,
         namespace: FromQuery[str | None] = None,
@@ -218,63 +218,63 @@ class MemoryController(Controller):
             request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
             memory_type=memory_type, tags=tags,
         )  # fmt: skip
-        rows, total = await memories.search(conn, f, q, limit)
+        rows, total = await memory_service.search(conn, f, q, limit)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": q}
 
     @get("/memories/{memory_id:str}")
     async def get_memory(
-        self, request: Request, conn: Conn, memories: Memories, memory_id: FromPath[str]
+        self, request: Request, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
-        return memory_to_wire(await memories.get(conn, request.user, memory_id))
+        return memory_to_wire(await memory_service.get(conn, request.user, memory_id))
 
     @patch("/memories/{memory_id:str}", opt=paid(prices.UPDATE))
     async def update(
         self,
         request: Request,
         conn: Conn,
-        memories: Memories,
+        memory_service: Memories,
         memory_id: FromPath[str],
         data: JSONBody[UpdateIn],
     ) -> dict[str, Any]:
-        row, tokens = await memories.update(conn, request.user, memory_id, data)
+        row, tokens = await memory_service.update(conn, request.user, memory_id, data)
         return {**memory_to_wire(row), "tokens_used": tokens}
 
     @patch("/memories/batch", opt=paid(prices.BATCH_UPDATE))
     async def update_batch(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[BatchUpdateIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[BatchUpdateIn]
     ) -> dict[str, Any]:
-        return await _batch_update(request, conn, memories, data)
+        return await _batch_update(request, conn, memory_service, data)
 
     @post("/memories/batch-update", opt=paid(prices.BATCH_UPDATE), status_code=HTTP_200_OK)
     async def update_batch_post(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[BatchUpdateIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[BatchUpdateIn]
     ) -> dict[str, Any]:
-        return await _batch_update(request, conn, memories, data)
+        return await _batch_update(request, conn, memory_service, data)
 
     @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
     async def delete_memory(
-        self, request: Request, conn: Conn, memories: Memories, memory_id: FromPath[str]
+        self, request: Request, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
-        deleted_id = await memories.delete(conn, request.user, memory_id)
+        deleted_id = await memory_service.delete(conn, request.user, memory_id)
         return {"deleted": True, "id": str(deleted_id)}
 
     @post("/memories/bulk-delete", status_code=HTTP_200_OK)
     async def bulk_delete(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[IdsIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
-        return await _delete_many(request, conn, memories, data)
+        return await _delete_many(request, conn, memory_service, data)
 
     @post("/memories/batch-delete", status_code=HTTP_200_OK)
     async def batch_delete(
-        self, request: Request, conn: Conn, memories: Memories, data: JSONBody[IdsIn]
+        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
-        return await _delete_many(request, conn, memories, data)
+        return await _delete_many(request, conn, memory_service, data)
 
     @get("/namespaces")
     async def namespaces(
-        self, request: Request, conn: Conn, memories: Memories
+        self, request: Request, conn: Conn, memory_service: Memories
     ) -> dict[str, Any]:
-        rows = await memories.namespaces(conn, request.user)
+        rows = await memory_service.namespaces(conn, request.user)
         return {
             "namespaces": [
                 {"name": r["name"], "count": r["count"], "last_memory_at": iso(r["last_memory_at"])}
@@ -285,9 +285,9 @@ class MemoryController(Controller):
 
     @get("/stats")
     async def stats(
-        self, request: Request, conn: Conn, memories: Memories
+        self, request: Request, conn: Conn, memory_service: Memories
     ) -> dict[str, Any]:
-        raw = await memories.stats(conn, request.user)
+        raw = await memory_service.stats(conn, request.user)
         totals = raw["totals"]
         return {
             "total_memories": totals["total_memories"],
@@ -305,9 +305,9 @@ class MemoryController(Controller):
 
 
 async def _batch_update(
-    request: Request, conn: asyncpg.Connection, memories: MemoryService, data: BatchUpdateIn
+    request: Request, conn: asyncpg.Connection, memory_service: MemoryService, data: BatchUpdateIn
 ) -> dict[str, Any]:
-    results, tokens = await memories.update_batch(
+    results, tokens = await memory_service.update_batch(
         conn, request.user, [(item.id, item) for item in data.updates]
     )
     updated = sum(r["updated"] for r in results)
@@ -325,7 +325,7 @@ async def _batch_update(
 
 
 async def _delete_many(
-    request: Request, conn: asyncpg.Connection, memories: MemoryService, data: IdsIn
+    request: Request, conn: asyncpg.Connection, memory_service: MemoryService, data: IdsIn
 ) -> dict[str, Any]:
-    results = await memories.delete_many(conn, request.user, data.ids)
+    results = await memory_service.delete_many(conn, request.user, data.ids)
     return {"deleted": sum(r["deleted"] for r in results), "results": results}
