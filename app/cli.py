@@ -70,11 +70,11 @@ def migrate(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    import signal
+
     import uvicorn
 
     from app.asgi import create_app
-
-    import signal
 
     settings = Settings.from_env()
     settings = replace(settings, host=args.host or settings.host, port=args.port or settings.port)

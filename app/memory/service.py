@@ -360,7 +360,7 @@ class MemoryService:
             (
                 Recalled(row, _signals_of(row, now))
                 for row in rows
-                if float(row["vector_sim"]) >= req.min_similarity
+                if req.min_similarity <= 0 or float(row["vector_sim"]) >= req.min_similarity
             ),
             key=lambda r: r.signals.score,
             reverse=True,

@@ -1,0 +1,198 @@
+"""Recall: the 4-signal score checked by hand, decay, filters that never starve the top k."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import numpy as np
+import pytest
+from eth_account import Account
+from litestar.testing import AsyncTestClient
+from pgvector.asyncpg import register_vector
+
+from app.ai.embedders import LocalMiniLMEmbedder
+from tests.conftest import auth
+from tests.facts import FACTS
+
+
+async def _db(database_url: str) -> asyncpg.Connection:
+    conn = await asyncpg.connect(database_url)
+    await register_vector(conn)
+    return conn
+
+
+async def _store(client: AsyncTestClient, account, content: str, **fields) -> str:  # type: ignore[no-untyped-def]
+    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def test_score_matches_the_formula_by_hand(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+    content = "The quarterly planning meeting moved to the large conference room"
+    query = "where is the planning meeting"
+    memory_id = await _store(client, wallet, content, importance=0.7, memory_type="decision")
+    days_old, days_since_access, accesses = 10.0, 4.0, 3
+    conn = await _db(database_url)
+    await conn.execute(
+        """UPDATE memories SET created_at = now() - make_interval(secs => $2),
+                  accessed_at = now() - make_interval(secs => $3), access_count = $4
+           WHERE id = $1""",
+        memory_id, days_old * 86400, days_since_access * 86400, accesses,
+    )  # fmt: skip
+    keyword = await conn.fetchval(
+        "SELECT ts_rank_cd(tsv, replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')"
+        "::tsquery, 32) FROM memories WHERE id = $1",
+        memory_id, query,
+    )  # fmt: skip
+    await conn.close()
+    vectors = (await LocalMiniLMEmbedder().embed([query, content])).vectors
+    vector = float(np.dot(vectors[0], vectors[1]))
+
+    r = await client.post("/v1/recall", json={"query": query}, headers=auth(wallet))
+    hit = next(m for m in r.json()["memories"] if m["id"] == memory_id)
+    signals = hit["_signals"]
+
+    recency = math.exp(-days_old / 30)
+    hybrid = vector * 0.55 + keyword * 0.25 + recency * 0.20
+    context_importance = 0.7 * (0.5 + 0.5 * vector)  # Engram's documented choice
+    access_boost = min(1 + accesses * 0.1, 2.0)
+    type_decay = 0.5 ** (days_since_access / 90)  # decision: 90-day half-life
+    expected = hybrid * context_importance * access_boost * type_decay
+
+    assert signals["vector"] == pytest.approx(vector, abs=1e-4)
+    assert signals["keyword"] == pytest.approx(keyword, abs=1e-5) and keyword > 0
+    assert signals["recency"] == pytest.approx(recency, abs=1e-4)
+    assert signals["base_importance"] == pytest.approx(0.7)
+    assert signals["effective_importance"] == pytest.approx(0.7)
+    assert signals["context_importance"] == pytest.approx(context_importance, abs=1e-4)
+    assert signals["relation_count"] == 0
+    assert signals["type_decay"] == pytest.approx(type_decay, abs=1e-4)
+    assert hit["score"] == pytest.approx(expected, abs=1e-4)
+    assert hit["similarity"] == pytest.approx(vector, abs=1e-4)
+    assert hit["access_count"] == accesses + 1
+
+
+async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+    half_lives = {"correction": 180, "preference": 180, "decision": 90, "project": 30,
+                  "observation": 14, "general": 60}  # fmt: skip
+    ids = {}
+    for i, memory_type in enumerate(half_lives):
+        ids[memory_type] = await _store(client, wallet, FACTS[i], memory_type=memory_type)
+    pinned = await _store(client, wallet, FACTS[10], memory_type="observation", pinned=True)
+    conn = await _db(database_url)
+    for memory_type, memory_id in ids.items():
+        await conn.execute(
+            "UPDATE memories SET accessed_at = now() - make_interval(days => $2) WHERE id = $1",
+            memory_id, half_lives[memory_type],
+        )  # fmt: skip
+    await conn.execute(
+        "UPDATE memories SET accessed_at = now() - interval '400 days' WHERE id = $1", pinned
+    )
+    await conn.close()
+    r = await client.post("/v1/recall", json={"query": "anything at all", "limit": 20},
+                          headers=auth(wallet))  # fmt: skip
+    by_id = {m["id"]: m["_signals"]["type_decay"] for m in r.json()["memories"]}
+    for memory_type, memory_id in ids.items():
+        assert by_id[memory_id] == pytest.approx(0.5, abs=1e-3), memory_type
+    assert by_id[pinned] == 1.0
+    # recall is an access: it resets the decay timer
+    r = await client.post("/v1/recall", json={"query": "anything at all", "limit": 20},
+                          headers=auth(wallet))  # fmt: skip
+    assert all(m["_signals"]["type_decay"] > 0.99 for m in r.json()["memories"])
+
+
+async def test_recall_records_access(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+    memory_id = await _store(client, wallet, FACTS[2])
+    for expected in (1, 2):
+        r = await client.post("/v1/recall", json={"query": "peanut allergy", "limit": 1},
+                              headers=auth(wallet))  # fmt: skip
+        assert r.json()["memories"][0]["access_count"] == expected
+    m = (await client.get(f"/v1/memories/{memory_id}", headers=auth(wallet))).json()
+    assert m["access_count"] == 2 and m["accessed_at"] > m["created_at"]
+
+
+async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+    for fact in FACTS[:8]:
+        await _store(client, wallet, fact)
+    h = auth(wallet)
+    r = await client.post("/v1/recall", json={"query": "dark mode editor"}, headers=h)
+    body = r.json()
+    assert len(body["memories"]) == 5 and body["query_tokens"] > 0  # default limit 5
+    assert body["memories"][0]["content"] == FACTS[0]
+    scores = [m["score"] for m in body["memories"]]
+    assert scores == sorted(scores, reverse=True)
+    r = await client.post("/v1/recall", json={"query": "dark mode editor", "min_similarity": 0.5},
+                          headers=h)  # fmt: skip
+    assert [m["content"] for m in r.json()["memories"]] == [FACTS[0]]
+    for bad in ({"query": ""}, {"query": "x", "limit": 0}, {"query": "x", "limit": 101},
+                {"query": "x", "min_similarity": 2}, {"query": "x" * 32_769}):  # fmt: skip
+        assert (await client.post("/v1/recall", json=bad, headers=h)).status_code == 422, bad
+
+
+async def test_filters(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+    h = auth(wallet)
+    await _store(client, wallet, FACTS[0], namespace="ui", tags=["prefs"], memory_type="preference")
+    await _store(client, wallet, FACTS[1], namespace="ops", tags=["deploy"], session_id="s1",
+                 agent_id="bot")  # fmt: skip
+    await _store(client, wallet, FACTS[2], tags=["health", "prefs"], memory_type="observation")
+
+    async def contents(**body) -> set[str]:  # type: ignore[no-untyped-def]
+        r = await client.post("/v1/recall", json={"query": "user facts", "limit": 10, **body},
+                              headers=h)  # fmt: skip
+        assert r.status_code == 200, r.text
+        return {m["content"] for m in r.json()["memories"]}
+
+    assert await contents(namespace="ui") == {FACTS[0]}
+    assert await contents(filters={"tags": ["prefs"]}) == {FACTS[0], FACTS[2]}
+    assert await contents(filters={"tags": "deploy,health"}) == {FACTS[1], FACTS[2]}
+    assert await contents(filters={"memory_type": "observation"}) == {FACTS[2]}
+    assert await contents(filters={"memory_type": ["observation", "preference"]}) == {FACTS[0], FACTS[2]}
+    assert await contents(session_id="s1") == {FACTS[1]}
+    assert await contents(agent_id="bot") == {FACTS[1]}
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    assert await contents(filters={"after": tomorrow}) == set()
+    assert len(await contents(filters={"before": tomorrow})) == 3
+
+
+def _unit(rng: np.random.Generator, dims: int = 384) -> np.ndarray:
+    v = rng.standard_normal(dims).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+async def test_filters_never_starve_the_top_k_among_many_wallets(
+    client: AsyncTestClient, database_url  # type: ignore[no-untyped-def]
+) -> None:
+    """4,000 memories of 200 other wallets around the query; the caller's few must still fill k."""
+    rng = np.random.default_rng(7)
+    target = Account.create()
+    query = "notes about the garden and the tomatoes"
+    anchor = (await LocalMiniLMEmbedder().embed([query])).vectors[0]
+    conn = await _db(database_url)
+    rows = []
+    for i in range(4000):
+        # other wallets' memories sit right next to the query: the index scan meets them first
+        vector = anchor + 0.05 * _unit(rng)
+        rows.append((f"0x{i:040x}", "default", f"noise {i}", hashlib.sha256(str(i).encode()).digest(),
+                     vector / np.linalg.norm(vector), "test", '{"tags": ["garden"]}'))  # fmt: skip
+    await conn.copy_records_to_table(
+        "memories", records=rows,
+        columns=["user_id", "namespace", "content", "content_hash", "embedding",
+                 "embedding_model", "metadata"],
+    )  # fmt: skip
+    await conn.close()
+    for i, fact in enumerate(FACTS[:14]):
+        await _store(client, target, fact, tags=["garden"] if i % 2 == 0 else ["other"],
+                     namespace="home")  # fmt: skip
+    r = await client.post(
+        "/v1/recall",
+        json={"query": query, "limit": 7, "namespace": "home", "filters": {"tags": ["garden"]}},
+        headers=auth(target),
+    )
+    got = r.json()["memories"]
+    assert len(got) == 7  # exactly the 7 memories that match, none lost to the filter
+    assert all("garden" in m["metadata"]["tags"] for m in got)
+    r = await client.post("/v1/recall", json={"query": query, "limit": 10}, headers=auth(target))
+    assert len(r.json()["memories"]) == 10

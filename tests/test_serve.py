@@ -1,0 +1,170 @@
+"""`engram serve` with no database configured really starts an embedded PostgreSQL, serves, stops
+it on SIGTERM and keeps the data for the next start; a mismatched embedder config fails fast."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from eth_account import Account
+
+from app.auth.signature import sign_header
+from app.db.embedded import EmbeddedPostgres
+
+ENGRAM = Path(sys.executable).with_name("engram")  # the console script users run
+# The first start runs initdb and the migrations; the embedder loads on the first store.
+STARTUP_TIMEOUT_S = 90
+SHUTDOWN_TIMEOUT_S = 30
+FAIL_FAST_TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("engram-serve")
+    try:
+        yield path
+    finally:
+        # Safety net for a failed test: never leave a postgres running on a deleted tmp dir.
+        EmbeddedPostgres(path / "pgdata").stop()
+
+
+def engram_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    # Drop the caller's Engram/OpenAI settings: they would pick another database or embedder.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_") and k != "OPENAI_API_KEY"
+    }
+    return {**env, "ENGRAM_DATA_DIR": str(data_dir), **extra}
+
+
+def run_engram(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    # Output goes to a file: the postmaster inherits it and a pipe would never reach EOF.
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [str(ENGRAM), *args], env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, cwd=log.parent,
+        )  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def postmasters(pgdata: Path) -> list[int]:
+    """PIDs of postgres servers started with `-D <pgdata>`."""
+    pids = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["name"] == "postgres" and "-D" in cmdline:
+            target = cmdline[cmdline.index("-D") + 1]
+            if Path(target).resolve() == pgdata.resolve():
+                pids.append(proc.pid)
+    return pids
+
+
+def start_serve(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = run_engram(["serve", "--port", str(port)], engram_env(data_dir), log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"engram serve exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no /health in {STARTUP_TIMEOUT_S} s:\n{log.read_text()}")
+        time.sleep(0.1)
+
+
+def stop_serve(proc: subprocess.Popen[bytes], data_dir: Path, log: Path) -> None:
+    """SIGTERM must shut down the API and then the embedded PostgreSQL, and exit 0."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        returncode = proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"engram serve ignored SIGTERM for {SHUTDOWN_TIMEOUT_S} s:\n{log.read_text()}")
+    output = log.read_text()
+    assert returncode == 0, output
+    assert "Traceback" not in output, output
+    assert postmasters(data_dir / "pgdata") == [], "embedded PostgreSQL left running"
+    assert not (data_dir / "pgdata" / "postmaster.pid").exists()
+
+
+def signed(key: str) -> dict[str, str]:
+    return {"x-wallet-auth": sign_header(key)}
+
+
+def test_serve_stores_recalls_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
+    key = Account.create().key.hex()
+    content = "The embedded database keeps this memory across restarts"
+
+    proc, url = start_serve(data_dir, data_dir / "serve-1.log")
+    try:
+        assert postmasters(data_dir / "pgdata"), "serve did not start the embedded PostgreSQL"
+        r = httpx.post(
+            f"{url}/v1/store", json={"content": content}, headers=signed(key), timeout=60
+        )
+        assert r.status_code == 201, r.text
+        memory_id = r.json()["id"]
+        r = httpx.post(f"{url}/v1/recall", json={"query": "what survives a restart?"},
+                       headers=signed(key), timeout=60)  # fmt: skip
+        assert r.status_code == 200, r.text
+        assert [m["id"] for m in r.json()["memories"]] == [memory_id]
+    finally:
+        stop_serve(proc, data_dir, data_dir / "serve-1.log")
+
+    # Same data dir: no initdb, the same database, the memory and its vector still there.
+    proc, url = start_serve(data_dir, data_dir / "serve-2.log")
+    try:
+        r = httpx.get(f"{url}/v1/memories/{memory_id}", headers=signed(key), timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["content"] == content
+        r = httpx.post(f"{url}/v1/recall", json={"query": "what survives a restart?"},
+                       headers=signed(key), timeout=60)  # fmt: skip
+        assert [m["id"] for m in r.json()["memories"]] == [memory_id]
+    finally:
+        stop_serve(proc, data_dir, data_dir / "serve-2.log")
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["serve", "--port", "0"]])
+def test_embedding_dimension_mismatch_fails_fast(data_dir: Path, command: list[str]) -> None:
+    # The data dir holds a 384-dimension schema (the local embedder's), whichever test ran first.
+    ready = run_engram(["migrate"], engram_env(data_dir), data_dir / "migrate.log")
+    assert ready.wait(timeout=STARTUP_TIMEOUT_S) == 0, (data_dir / "migrate.log").read_text()
+
+    # A remote 512-dimension embedder (port 9 is discard: it must never be called).
+    log = data_dir / f"mismatch-{command[0]}.log"
+    env = engram_env(
+        data_dir, ENGRAM_EMBED_DIMS="512", ENGRAM_EMBED_BASE_URL="http://127.0.0.1:9/v1"
+    )
+    started = time.monotonic()
+    proc = run_engram(command, env, log)
+    try:
+        returncode = proc.wait(timeout=FAIL_FAST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"engram {command[0]} did not fail within {FAIL_FAST_TIMEOUT_S} s")
+    output = log.read_text()
+    assert returncode != 0, output
+    assert time.monotonic() - started < FAIL_FAST_TIMEOUT_S
+    # The message names both dimensions and the two ways out.
+    assert "stores 384-dimension embeddings" in output and "produces 512" in output, output
+    assert "ENGRAM_EMBED_DIMS=384" in output and "fresh database" in output, output
+    assert "Traceback" not in output, output
+    assert postmasters(data_dir / "pgdata") == [], "embedded PostgreSQL left running"
