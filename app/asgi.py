@@ -28,6 +28,7 @@ from app.db.transaction import provide_transaction
 from app.memory.controller import MemoryController
 from app.memory.service import MemoryService
 from app.payments.gate import FreeTierGate
+from app.shared.store import build_shared_store
 
 
 def _version() -> str:
@@ -53,6 +54,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims
     )
     free_tier = FreeTier(settings.free_tier_calls)
+    shared = build_shared_store(settings.redis_url)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
@@ -67,10 +69,12 @@ def create_app(settings: Settings | None = None) -> Litestar:
             yield
         finally:
             await pool.close()
+            await shared.close()
 
     state = State(
         {
             "settings": settings,
+            "shared": shared,
             "embedder": embedder,
             "free_tier": free_tier,
             "payment_gate": FreeTierGate(free_tier),

@@ -40,11 +40,11 @@ def database(settings: Settings) -> Iterator[Settings]:
 
 def migrate(settings: Settings) -> None:
     """Check pgvector, then `alembic upgrade head`."""
+    import asyncpg
+
     from app.ai.embedders import build_embedder
     from app.db.pool import asyncpg_dsn
     from app.db.schema import SchemaError, check_embedding_dims, check_pgvector, upgrade_to_head
-
-    import asyncpg
 
     embedder = build_embedder(
         settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims

@@ -66,7 +66,7 @@ async def client(app: Litestar) -> AsyncIterator[AsyncTestClient]:
 
 
 @pytest.fixture
-def make_app(settings: Settings):  # type: ignore[no-untyped-def]
+def make_app(settings: Settings):
     """An app with other settings on the same database (e.g. a tiny free tier)."""
 
     def factory(**changes: object) -> Litestar:
@@ -86,4 +86,6 @@ def other_wallet() -> LocalAccount:
 
 
 def auth(account: LocalAccount, ts: int | None = None) -> dict[str, str]:
-    return {"x-wallet-auth": sign_header(account.key.hex(), ts if ts is not None else int(time.time()))}
+    return {
+        "x-wallet-auth": sign_header(account.key.hex(), ts if ts is not None else int(time.time()))
+    }

@@ -10,7 +10,7 @@ from litestar.testing import AsyncTestClient
 from tests.conftest import auth
 
 
-def _error(r) -> dict:  # type: ignore[no-untyped-def]
+def _error(r) -> dict:
     body = r.json()
     assert set(body) == {"error"} or "error" in body
     assert {"code", "message", "details"} <= set(body["error"])
@@ -37,7 +37,7 @@ async def test_paid_route_without_identity_is_402(client: AsyncTestClient) -> No
     assert _error(r)["code"] == "PAYMENT_REQUIRED"
 
 
-async def test_bad_headers_are_401_on_free_and_paid_routes(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_headers_are_401_on_free_and_paid_routes(client: AsyncTestClient, wallet) -> None:
     stale = auth(wallet, int(time.time()) - 1000)
     impostor = auth(Account.create())["x-wallet-auth"].split(":")
     forged = {"x-wallet-auth": f"{wallet.address}:{impostor[1]}:{impostor[2]}"}

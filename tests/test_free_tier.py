@@ -42,12 +42,14 @@ async def test_info_is_public_and_describes_the_tier(client: AsyncTestClient) ->
     assert body["auth"]["expiry_seconds"] == 300
 
 
-async def test_only_paid_calls_count(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_only_paid_calls_count(client: AsyncTestClient, wallet, database_url) -> None:
     r = await client.get("/v1/free-tier/status", headers=auth(wallet))
     assert r.json() == {
-        "wallet": wallet.address.lower(), "free_tier_remaining": 100, "free_tier_total": 100,
+        "wallet": wallet.address.lower(),
+        "free_tier_remaining": 100,
+        "free_tier_total": 100,
         "free_tier_used": 0,
-    }  # fmt: skip
+    }
     assert r.headers["x-free-tier-remaining"] == "100"
     for _ in range(3):
         assert (await client.get("/v1/memories", headers=auth(wallet))).status_code == 200
@@ -59,7 +61,9 @@ async def test_only_paid_calls_count(client: AsyncTestClient, wallet, database_u
     assert await _used(database_url, wallet.address) == 1
 
 
-async def test_failed_paid_call_costs_nothing(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_failed_paid_call_costs_nothing(
+    client: AsyncTestClient, wallet, database_url
+) -> None:
     missing = "00000000-0000-0000-0000-000000000000"
     r = await client.patch(f"/v1/memories/{missing}", json={"importance": 1}, headers=auth(wallet))
     assert r.status_code == 404
@@ -68,11 +72,13 @@ async def test_failed_paid_call_costs_nothing(client: AsyncTestClient, wallet, d
     assert await _used(database_url, wallet.address) == 0
 
 
-async def test_exhausted_tier_goes_through_the_payment_seam(make_app, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_exhausted_tier_goes_through_the_payment_seam(make_app, database_url) -> None:
     account = Account.create()
     async with AsyncTestClient(app=make_app(free_tier_calls=2)) as small:
         for remaining in ("1", "0"):
-            r = await small.post("/v1/store", json={"content": f"m{remaining}"}, headers=auth(account))
+            r = await small.post(
+                "/v1/store", json={"content": f"m{remaining}"}, headers=auth(account)
+            )
             assert r.status_code == 201 and r.headers["x-free-tier-remaining"] == remaining
         r = await small.post("/v1/store", json={"content": "one too many"}, headers=auth(account))
         assert r.status_code == 402
@@ -85,7 +91,9 @@ async def test_exhausted_tier_goes_through_the_payment_seam(make_app, database_u
     assert await _memories(database_url, account.address) == 2
 
 
-async def test_200_concurrent_calls_use_exactly_the_tier(client: AsyncTestClient, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_200_concurrent_calls_use_exactly_the_tier(
+    client: AsyncTestClient, database_url
+) -> None:
     account = Account.create()
     headers = auth(account)
 
@@ -93,8 +101,9 @@ async def test_200_concurrent_calls_use_exactly_the_tier(client: AsyncTestClient
 
     async def store(i: int) -> int:
         nonlocal deduplicated
-        r = await client.post("/v1/store", json={"content": f"concurrent memory number {i}"},
-                              headers=headers)  # fmt: skip
+        r = await client.post(
+            "/v1/store", json={"content": f"concurrent memory number {i}"}, headers=headers
+        )
         if r.status_code == 201:
             deduplicated += r.json()["deduplicated"]
         return r.status_code

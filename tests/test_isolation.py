@@ -9,13 +9,16 @@ from tests.conftest import auth
 SECRET = "The launch code for project Falcon is tangerine-42"
 
 
-async def test_wallets_are_isolated_on_every_endpoint(client: AsyncTestClient, wallet, other_wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_wallets_are_isolated_on_every_endpoint(
+    client: AsyncTestClient, wallet, other_wallet
+) -> None:
     mine, theirs = auth(wallet), auth(other_wallet)
-    r = await client.post("/v1/store", json={"content": SECRET, "namespace": "secret", "tags": ["x"]},
-                          headers=mine)  # fmt: skip
+    r = await client.post(
+        "/v1/store", json={"content": SECRET, "namespace": "secret", "tags": ["x"]}, headers=mine
+    )
     memory_id = r.json()["id"]
 
-    async def check(method: str, path: str, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+    async def check(method: str, path: str, **kwargs) -> dict:
         r = await client.request(method, path, headers=theirs, **kwargs)
         assert "tangerine" not in r.text and "Falcon" not in r.text, (path, r.text)
         return {"status": r.status_code, "body": r.json()}
@@ -36,14 +39,20 @@ async def test_wallets_are_isolated_on_every_endpoint(client: AsyncTestClient, w
     assert bulk["body"]["deleted"] == 0
     batch = await check("POST", "/v1/memories/batch-delete", json={"ids": [memory_id]})
     assert batch["body"]["results"][0]["deleted"] is False
-    upd = await check("PATCH", "/v1/memories/batch", json={"updates": [{"id": memory_id, "content": "pwned"}]})
+    upd = await check(
+        "PATCH", "/v1/memories/batch", json={"updates": [{"id": memory_id, "content": "pwned"}]}
+    )
     assert upd["body"]["updated"] == 0 and upd["body"]["errors"][0]["status"] == 404
-    upd = await check("POST", "/v1/memories/batch-update", json={"updates": [{"id": memory_id, "pinned": True}]})
+    upd = await check(
+        "POST", "/v1/memories/batch-update", json={"updates": [{"id": memory_id, "pinned": True}]}
+    )
     assert upd["body"]["updated"] == 0
     status = await check("GET", "/v1/free-tier/status")
     assert status["body"]["wallet"] == other_wallet.address.lower()
     # the same content stored by the other wallet is its own memory, never a dedup into mine
-    r = await client.post("/v1/store", json={"content": SECRET, "namespace": "secret"}, headers=theirs)
+    r = await client.post(
+        "/v1/store", json={"content": SECRET, "namespace": "secret"}, headers=theirs
+    )
     assert r.json()["deduplicated"] is False and r.json()["id"] != memory_id
 
     # and mine is untouched

@@ -11,13 +11,13 @@ from tests.conftest import auth
 from tests.facts import FACTS
 
 
-async def store(client: AsyncTestClient, account, content: str, **fields) -> dict:  # type: ignore[no-untyped-def]
+async def store(client: AsyncTestClient, account, content: str, **fields) -> dict:
     r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
     assert r.status_code == 201, r.text
     return r.json()
 
 
-async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) -> None:
     stored = await store(client, wallet, FACTS[0])
     assert stored["memory"]["content"] == FACTS[0] and stored["content"] == FACTS[0]
     m = (await client.get(f"/v1/memories/{stored['id']}", headers=auth(wallet))).json()
@@ -28,15 +28,21 @@ async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) 
     assert m["embedding_model"] == "all-MiniLM-L6-v2"
 
 
-async def test_store_accepts_top_level_tags_and_metadata_tags(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
-    stored = await store(client, wallet, FACTS[1], tags=["ops"], metadata={"tags": ["deploy"], "k": 1})
+async def test_store_accepts_top_level_tags_and_metadata_tags(
+    client: AsyncTestClient, wallet
+) -> None:
+    stored = await store(
+        client, wallet, FACTS[1], tags=["ops"], metadata={"tags": ["deploy"], "k": 1}
+    )
     m = (await client.get(f"/v1/memories/{stored['id']}", headers=auth(wallet))).json()
     assert m["metadata"] == {"tags": ["deploy", "ops"], "k": 1}
 
 
-async def test_store_dedups_near_identical_content(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_store_dedups_near_identical_content(client: AsyncTestClient, wallet) -> None:
     first = await store(client, wallet, "Alice is allergic to peanuts", tags=["health"])
-    again = await store(client, wallet, "Alice is allergic to peanuts.", importance=0.9, tags=["food"])
+    again = await store(
+        client, wallet, "Alice is allergic to peanuts.", importance=0.9, tags=["food"]
+    )
     assert again["deduplicated"] is True and again["id"] == first["id"]
     m = (await client.get(f"/v1/memories/{first['id']}", headers=auth(wallet))).json()
     assert m["importance"] == 0.9 and m["metadata"]["tags"] == ["health", "food"]
@@ -46,7 +52,9 @@ async def test_store_dedups_near_identical_content(client: AsyncTestClient, wall
     assert unrelated["deduplicated"] is False
 
 
-async def test_store_batch_is_one_transaction_and_dedups_within(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_store_batch_is_one_transaction_and_dedups_within(
+    client: AsyncTestClient, wallet
+) -> None:
     items = [{"content": f} for f in FACTS[:5]] + [{"content": FACTS[0]}]
     r = await client.post("/v1/store/batch", json={"memories": items}, headers=auth(wallet))
     assert r.status_code == 201, r.text
@@ -54,29 +62,33 @@ async def test_store_batch_is_one_transaction_and_dedups_within(client: AsyncTes
     assert body["count"] == 6 and body["stored"] is True and body["deduplicated_count"] == 1
     assert body["ids"][5] == body["ids"][0] and len(set(body["ids"])) == 5
     assert r.headers["x-free-tier-remaining"] == "99"  # one call, whatever the batch size
-    bad = items[:2] + [{"content": "x", "memory_type": "nonsense"}]
+    bad = [*items[:2], {"content": "x", "memory_type": "nonsense"}]
     r = await client.post("/v1/store/batch", json={"memories": bad}, headers=auth(wallet))
     assert r.status_code == 422
     count = (await client.get("/v1/memories/count", headers=auth(wallet))).json()["count"]
     assert count == 5
 
 
-async def test_store_batch_limits(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_store_batch_limits(client: AsyncTestClient, wallet) -> None:
     for memories in ([], [{"content": f"m {i}"} for i in range(101)]):
         r = await client.post("/v1/store/batch", json={"memories": memories}, headers=auth(wallet))
         assert r.status_code == 422, r.text
         assert r.json()["error"]["code"] == "VALIDATION_ERROR"
 
 
-async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet) -> None:
     for i, fact in enumerate(FACTS[:12]):
         await store(
-            client, wallet, fact,
+            client,
+            wallet,
+            fact,
             namespace="a" if i % 2 else "b",
             memory_type="decision" if i % 3 == 0 else "general",
             tags=["t1"] if i < 4 else ["t2"],
-            session_id="s1" if i < 6 else "s2", agent_id="agent-x", pinned=i == 0,
-        )  # fmt: skip
+            session_id="s1" if i < 6 else "s2",
+            agent_id="agent-x",
+            pinned=i == 0,
+        )
     h = auth(wallet)
     page = (await client.get("/v1/memories?limit=5&offset=0", headers=h)).json()
     assert page["total"] == 12 and len(page["memories"]) == 5 and page["limit"] == 5
@@ -108,7 +120,7 @@ async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet
 
 
 async def test_patch_updates_fields_and_reembeds_only_on_content_change(
-    client: AsyncTestClient, wallet, database_url  # type: ignore[no-untyped-def]
+    client: AsyncTestClient, wallet, database_url
 ) -> None:
     stored = await store(client, wallet, FACTS[8])
     h = auth(wallet)
@@ -116,15 +128,20 @@ async def test_patch_updates_fields_and_reembeds_only_on_content_change(
     async def embedding() -> str:
         conn = await asyncpg.connect(database_url)
         try:
-            return str(await conn.fetchval("SELECT embedding::text FROM memories WHERE id = $1",
-                                           stored["id"]))  # fmt: skip
+            return str(
+                await conn.fetchval(
+                    "SELECT embedding::text FROM memories WHERE id = $1", stored["id"]
+                )
+            )
         finally:
             await conn.close()
 
     before = await embedding()
-    r = await client.patch(f"/v1/memories/{stored['id']}",
-                           json={"importance": 0.9, "pinned": True, "metadata": {"a": 1}},
-                           headers=h)  # fmt: skip
+    r = await client.patch(
+        f"/v1/memories/{stored['id']}",
+        json={"importance": 0.9, "pinned": True, "metadata": {"a": 1}},
+        headers=h,
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["importance"] == 0.9 and body["pinned"] is True and body["metadata"] == {"a": 1}
@@ -133,12 +150,15 @@ async def test_patch_updates_fields_and_reembeds_only_on_content_change(
     r = await client.patch(f"/v1/memories/{stored['id']}", json={"content": new_content}, headers=h)
     assert r.json()["content"] == new_content and r.json()["tokens_used"] > 0
     assert await embedding() != before
-    recall = await client.post("/v1/recall", json={"query": "tabs or spaces in the Makefile"},
-                               headers=h)  # fmt: skip
+    recall = await client.post(
+        "/v1/recall", json={"query": "tabs or spaces in the Makefile"}, headers=h
+    )
     assert recall.json()["memories"][0]["id"] == stored["id"]
 
 
-async def test_expires_at_set_clear_and_vanish(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_expires_at_set_clear_and_vanish(
+    client: AsyncTestClient, wallet, database_url
+) -> None:
     h = auth(wallet)
     soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     stored = await store(client, wallet, FACTS[10], expires_at=soon)
@@ -152,8 +172,9 @@ async def test_expires_at_set_clear_and_vanish(client: AsyncTestClient, wallet, 
     # a memory whose time has come vanishes from every read
     gone = await store(client, wallet, FACTS[12], expires_at=soon)
     conn = await asyncpg.connect(database_url)
-    await conn.execute("UPDATE memories SET expires_at = now() - interval '1 s' WHERE id = $1",
-                       gone["id"])  # fmt: skip
+    await conn.execute(
+        "UPDATE memories SET expires_at = now() - interval '1 s' WHERE id = $1", gone["id"]
+    )
     await conn.close()
     assert (await client.get(f"/v1/memories/{gone['id']}", headers=h)).status_code == 404
     listed = (await client.get("/v1/memories", headers=h)).json()
@@ -166,7 +187,7 @@ async def test_expires_at_set_clear_and_vanish(client: AsyncTestClient, wallet, 
     assert stats["total_memories"] == 1
 
 
-async def test_immutable_memories_refuse_update_and_delete(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_immutable_memories_refuse_update_and_delete(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     stored = await store(client, wallet, FACTS[13], immutable=True)
     for method, kwargs in (("PATCH", {"json": {"importance": 1}}), ("DELETE", {})):
@@ -180,7 +201,7 @@ async def test_immutable_memories_refuse_update_and_delete(client: AsyncTestClie
     assert r.status_code == 409
 
 
-async def test_delete_is_soft(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_delete_is_soft(client: AsyncTestClient, wallet, database_url) -> None:
     h = auth(wallet)
     stored = await store(client, wallet, FACTS[15])
     r = await client.delete(f"/v1/memories/{stored['id']}", headers=h)
@@ -195,15 +216,18 @@ async def test_delete_is_soft(client: AsyncTestClient, wallet, database_url) -> 
     assert listed["memories"][0]["deleted_at"] is not None
 
 
-async def test_bulk_delete_both_paths(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_bulk_delete_both_paths(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     ids = [(await store(client, wallet, f))["id"] for f in FACTS[16:20]]
     keep = (await store(client, wallet, FACTS[20], immutable=True))["id"]
     r = await client.post("/v1/memories/bulk-delete", json={"ids": ids[:2]}, headers=h)
     assert r.status_code == 200 and r.json()["deleted"] == 2
     missing = "00000000-0000-0000-0000-000000000000"
-    r = await client.post("/v1/memories/batch-delete",
-                          json={"ids": [ids[2], ids[3], keep, missing, "not-a-uuid"]}, headers=h)  # fmt: skip
+    r = await client.post(
+        "/v1/memories/batch-delete",
+        json={"ids": [ids[2], ids[3], keep, missing, "not-a-uuid"]},
+        headers=h,
+    )
     body = r.json()
     assert body["deleted"] == 2
     assert [x["deleted"] for x in body["results"]] == [True, True, False, False, False]
@@ -211,14 +235,18 @@ async def test_bulk_delete_both_paths(client: AsyncTestClient, wallet) -> None: 
     assert (await client.get("/v1/memories/count", headers=h)).json()["count"] == 1
 
 
-async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     a = (await store(client, wallet, FACTS[21]))["id"]
     b = (await store(client, wallet, FACTS[22]))["id"]
     frozen = (await store(client, wallet, FACTS[23], immutable=True))["id"]
     missing = "00000000-0000-0000-0000-000000000000"
-    updates = [{"id": a, "importance": 0.1}, {"id": b, "content": FACTS[24]},
-               {"id": frozen, "pinned": True}, {"id": missing, "pinned": True}]  # fmt: skip
+    updates = [
+        {"id": a, "importance": 0.1},
+        {"id": b, "content": FACTS[24]},
+        {"id": frozen, "pinned": True},
+        {"id": missing, "pinned": True},
+    ]
     r = await client.patch("/v1/memories/batch", json={"updates": updates}, headers=h)
     assert r.status_code == 200, r.text
     body = r.json()
@@ -226,18 +254,21 @@ async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:
     assert [x["updated"] for x in body["results"]] == [True, True, False, False]
     assert {e["status"] for e in body["errors"]} == {409, 404}
     assert (await client.get(f"/v1/memories/{b}", headers=h)).json()["content"] == FACTS[24]
-    r = await client.post("/v1/memories/batch-update", json={"updates": [{"id": a, "importance": 0.7}]},
-                          headers=h)  # fmt: skip
+    r = await client.post(
+        "/v1/memories/batch-update", json={"updates": [{"id": a, "importance": 0.7}]}, headers=h
+    )
     assert r.json()["updated"] == 1
     assert (await client.get(f"/v1/memories/{a}", headers=h)).json()["importance"] == 0.7
     assert r.headers["x-free-tier-remaining"] == "95"  # 3 stores + 2 batch calls
 
 
-async def test_search_keyword_both_forms(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_search_keyword_both_forms(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     await store(client, wallet, "The VPN disconnects when the laptop sleeps", tags=["it"])
     await store(client, wallet, "Backups are encrypted with age and stored in object storage")
-    await store(client, wallet, "Error code ERR_42_X appears on the checkout page", namespace="shop")
+    await store(
+        client, wallet, "Error code ERR_42_X appears on the checkout page", namespace="shop"
+    )
     r = await client.post("/v1/search", json={"query": "laptop VPN"}, headers=h)
     body = r.json()
     assert r.status_code == 200 and body["total"] == 1 and body["query"] == "laptop VPN"
@@ -256,7 +287,7 @@ async def test_search_keyword_both_forms(client: AsyncTestClient, wallet) -> Non
     assert free["free_tier_used"] == 3  # searches are free
 
 
-async def test_namespaces_and_stats(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_namespaces_and_stats(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     empty = (await client.get("/v1/stats", headers=h)).json()
     assert empty["total_memories"] == 0 and empty["avg_importance"] == 0
@@ -279,7 +310,7 @@ async def test_namespaces_and_stats(client: AsyncTestClient, wallet) -> None:  #
     assert stats["never_accessed"] == 2 and stats["total_accesses"] == 1
 
 
-async def test_static_routes_win_over_memory_id(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_static_routes_win_over_memory_id(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     for path in ("/v1/memories/count", "/v1/memories/search?q=x"):
         assert (await client.get(path, headers=h)).status_code == 200, path

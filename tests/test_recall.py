@@ -24,13 +24,15 @@ async def _db(database_url: str) -> asyncpg.Connection:
     return conn
 
 
-async def _store(client: AsyncTestClient, account, content: str, **fields) -> str:  # type: ignore[no-untyped-def]
+async def _store(client: AsyncTestClient, account, content: str, **fields) -> str:
     r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
     assert r.status_code == 201, r.text
     return str(r.json()["id"])
 
 
-async def test_score_matches_the_formula_by_hand(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_score_matches_the_formula_by_hand(
+    client: AsyncTestClient, wallet, database_url
+) -> None:
     content = "The quarterly planning meeting moved to the large conference room"
     query = "where is the planning meeting"
     memory_id = await _store(client, wallet, content, importance=0.7, memory_type="decision")
@@ -40,13 +42,17 @@ async def test_score_matches_the_formula_by_hand(client: AsyncTestClient, wallet
         """UPDATE memories SET created_at = now() - make_interval(secs => $2),
                   accessed_at = now() - make_interval(secs => $3), access_count = $4
            WHERE id = $1""",
-        memory_id, days_old * 86400, days_since_access * 86400, accesses,
-    )  # fmt: skip
+        memory_id,
+        days_old * 86400,
+        days_since_access * 86400,
+        accesses,
+    )
     keyword = await conn.fetchval(
         "SELECT ts_rank_cd(tsv, replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')"
         "::tsquery, 32) FROM memories WHERE id = $1",
-        memory_id, query,
-    )  # fmt: skip
+        memory_id,
+        query,
+    )
     await conn.close()
     vectors = (await LocalMiniLMEmbedder().embed([query, content])).vectors
     vector = float(np.dot(vectors[0], vectors[1]))
@@ -75,9 +81,15 @@ async def test_score_matches_the_formula_by_hand(client: AsyncTestClient, wallet
     assert hit["access_count"] == accesses + 1
 
 
-async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
-    half_lives = {"correction": 180, "preference": 180, "decision": 90, "project": 30,
-                  "observation": 14, "general": 60}  # fmt: skip
+async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, database_url) -> None:
+    half_lives = {
+        "correction": 180,
+        "preference": 180,
+        "decision": 90,
+        "project": 30,
+        "observation": 14,
+        "general": 60,
+    }
     ids = {}
     for i, memory_type in enumerate(half_lives):
         ids[memory_type] = await _store(client, wallet, FACTS[i], memory_type=memory_type)
@@ -86,35 +98,39 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
     for memory_type, memory_id in ids.items():
         await conn.execute(
             "UPDATE memories SET accessed_at = now() - make_interval(days => $2) WHERE id = $1",
-            memory_id, half_lives[memory_type],
-        )  # fmt: skip
+            memory_id,
+            half_lives[memory_type],
+        )
     await conn.execute(
         "UPDATE memories SET accessed_at = now() - interval '400 days' WHERE id = $1", pinned
     )
     await conn.close()
-    r = await client.post("/v1/recall", json={"query": "anything at all", "limit": 20},
-                          headers=auth(wallet))  # fmt: skip
+    r = await client.post(
+        "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
+    )
     by_id = {m["id"]: m["_signals"]["type_decay"] for m in r.json()["memories"]}
     for memory_type, memory_id in ids.items():
         assert by_id[memory_id] == pytest.approx(0.5, abs=1e-3), memory_type
     assert by_id[pinned] == 1.0
     # recall is an access: it resets the decay timer
-    r = await client.post("/v1/recall", json={"query": "anything at all", "limit": 20},
-                          headers=auth(wallet))  # fmt: skip
+    r = await client.post(
+        "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
+    )
     assert all(m["_signals"]["type_decay"] > 0.99 for m in r.json()["memories"])
 
 
-async def test_recall_records_access(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_recall_records_access(client: AsyncTestClient, wallet) -> None:
     memory_id = await _store(client, wallet, FACTS[2])
     for expected in (1, 2):
-        r = await client.post("/v1/recall", json={"query": "peanut allergy", "limit": 1},
-                              headers=auth(wallet))  # fmt: skip
+        r = await client.post(
+            "/v1/recall", json={"query": "peanut allergy", "limit": 1}, headers=auth(wallet)
+        )
         assert r.json()["memories"][0]["access_count"] == expected
     m = (await client.get(f"/v1/memories/{memory_id}", headers=auth(wallet))).json()
     assert m["access_count"] == 2 and m["accessed_at"] > m["created_at"]
 
 
-async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None:
     for fact in FACTS[:8]:
         await _store(client, wallet, fact)
     h = auth(wallet)
@@ -124,24 +140,32 @@ async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None
     assert body["memories"][0]["content"] == FACTS[0]
     scores = [m["score"] for m in body["memories"]]
     assert scores == sorted(scores, reverse=True)
-    r = await client.post("/v1/recall", json={"query": "dark mode editor", "min_similarity": 0.5},
-                          headers=h)  # fmt: skip
+    r = await client.post(
+        "/v1/recall", json={"query": "dark mode editor", "min_similarity": 0.5}, headers=h
+    )
     assert [m["content"] for m in r.json()["memories"]] == [FACTS[0]]
-    for bad in ({"query": ""}, {"query": "x", "limit": 0}, {"query": "x", "limit": 101},
-                {"query": "x", "min_similarity": 2}, {"query": "x" * 32_769}):  # fmt: skip
+    for bad in (
+        {"query": ""},
+        {"query": "x", "limit": 0},
+        {"query": "x", "limit": 101},
+        {"query": "x", "min_similarity": 2},
+        {"query": "x" * 32_769},
+    ):
         assert (await client.post("/v1/recall", json=bad, headers=h)).status_code == 422, bad
 
 
-async def test_filters(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_filters(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
     await _store(client, wallet, FACTS[0], namespace="ui", tags=["prefs"], memory_type="preference")
-    await _store(client, wallet, FACTS[1], namespace="ops", tags=["deploy"], session_id="s1",
-                 agent_id="bot")  # fmt: skip
+    await _store(
+        client, wallet, FACTS[1], namespace="ops", tags=["deploy"], session_id="s1", agent_id="bot"
+    )
     await _store(client, wallet, FACTS[2], tags=["health", "prefs"], memory_type="observation")
 
-    async def contents(**body) -> set[str]:  # type: ignore[no-untyped-def]
-        r = await client.post("/v1/recall", json={"query": "user facts", "limit": 10, **body},
-                              headers=h)  # fmt: skip
+    async def contents(**body) -> set[str]:
+        r = await client.post(
+            "/v1/recall", json={"query": "user facts", "limit": 10, **body}, headers=h
+        )
         assert r.status_code == 200, r.text
         return {m["content"] for m in r.json()["memories"]}
 
@@ -149,7 +173,10 @@ async def test_filters(client: AsyncTestClient, wallet) -> None:  # type: ignore
     assert await contents(filters={"tags": ["prefs"]}) == {FACTS[0], FACTS[2]}
     assert await contents(filters={"tags": "deploy,health"}) == {FACTS[1], FACTS[2]}
     assert await contents(filters={"memory_type": "observation"}) == {FACTS[2]}
-    assert await contents(filters={"memory_type": ["observation", "preference"]}) == {FACTS[0], FACTS[2]}
+    assert await contents(filters={"memory_type": ["observation", "preference"]}) == {
+        FACTS[0],
+        FACTS[2],
+    }
     assert await contents(session_id="s1") == {FACTS[1]}
     assert await contents(agent_id="bot") == {FACTS[1]}
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).isoformat()
@@ -163,7 +190,7 @@ def _unit(rng: np.random.Generator, dims: int = 384) -> np.ndarray:
 
 
 async def test_filters_never_starve_the_top_k_among_many_wallets(
-    client: AsyncTestClient, database_url  # type: ignore[no-untyped-def]
+    client: AsyncTestClient, database_url
 ) -> None:
     """4,000 memories of 200 other wallets around the query; the caller's few must still fill k."""
     rng = np.random.default_rng(7)
@@ -175,17 +202,35 @@ async def test_filters_never_starve_the_top_k_among_many_wallets(
     for i in range(4000):
         # other wallets' memories sit right next to the query: the index scan meets them first
         vector = anchor + 0.05 * _unit(rng)
-        rows.append((f"0x{i:040x}", "default", f"noise {i}", hashlib.sha256(str(i).encode()).digest(),
-                     vector / np.linalg.norm(vector), "test", '{"tags": ["garden"]}'))  # fmt: skip
+        rows.append(
+            (
+                f"0x{i:040x}",
+                "default",
+                f"noise {i}",
+                hashlib.sha256(str(i).encode()).digest(),
+                vector / np.linalg.norm(vector),
+                "test",
+                '{"tags": ["garden"]}',
+            )
+        )
     await conn.copy_records_to_table(
-        "memories", records=rows,
-        columns=["user_id", "namespace", "content", "content_hash", "embedding",
-                 "embedding_model", "metadata"],
-    )  # fmt: skip
+        "memories",
+        records=rows,
+        columns=[
+            "user_id",
+            "namespace",
+            "content",
+            "content_hash",
+            "embedding",
+            "embedding_model",
+            "metadata",
+        ],
+    )
     await conn.close()
     for i, fact in enumerate(FACTS[:14]):
-        await _store(client, target, fact, tags=["garden"] if i % 2 == 0 else ["other"],
-                     namespace="home")  # fmt: skip
+        await _store(
+            client, target, fact, tags=["garden"] if i % 2 == 0 else ["other"], namespace="home"
+        )
     r = await client.post(
         "/v1/recall",
         json={"query": query, "limit": 7, "namespace": "home", "filters": {"tags": ["garden"]}},

@@ -105,12 +105,15 @@ def test_store_batch_recall_list_get(sdk: MemoClaw, account: LocalAccount) -> No
 
     batch = sdk.store_batch(
         [
-            StoreInput(content="Quarterly revenue grew 12 percent", memory_type="observation",
-                       tags=["finance"]),
+            StoreInput(
+                content="Quarterly revenue grew 12 percent",
+                memory_type="observation",
+                tags=["finance"],
+            ),
             {"content": "We decided to ship the beta on Friday", "memory_type": "decision"},
             {"content": "Project Falcon uses PostgreSQL with pgvector", "memory_type": "project"},
         ]
-    )  # fmt: skip
+    )
     assert batch.stored is True and batch.count == 3 and len(set(batch.ids)) == 3
     assert batch.deduplicated_count == 0 and batch.tokens_used > 0
 
@@ -194,9 +197,12 @@ def test_updates(sdk: MemoClaw) -> None:
 
 def test_delete_and_delete_batch(sdk: MemoClaw) -> None:
     ids = sdk.store_batch(
-        [{"content": "alpha fact about llamas"}, {"content": "beta fact about comets"},
-         {"content": "gamma fact about volcanoes"}]
-    ).ids  # fmt: skip
+        [
+            {"content": "alpha fact about llamas"},
+            {"content": "beta fact about comets"},
+            {"content": "gamma fact about volcanoes"},
+        ]
+    ).ids
 
     result = sdk.delete(ids[0])
     assert result.deleted is True and result.id == ids[0]
@@ -210,8 +216,12 @@ def test_delete_and_delete_batch(sdk: MemoClaw) -> None:
     assert sdk.recall("facts about animals and comets").memories == []
 
     # The SDK's delete_namespace is list + batch-delete until the namespace is empty.
-    sdk.store_batch([{"content": "scratch one", "namespace": "scratch"},
-                     {"content": "scratch two about kites", "namespace": "scratch"}])  # fmt: skip
+    sdk.store_batch(
+        [
+            {"content": "scratch one", "namespace": "scratch"},
+            {"content": "scratch two about kites", "namespace": "scratch"},
+        ]
+    )
     kept = sdk.store("kept outside the scratch namespace").id
     assert sdk.delete_namespace("scratch").deleted_count == 2
     assert [m.id for m in sdk.list().memories] == [kept]
@@ -231,8 +241,9 @@ def test_search_stats_namespaces_status_ping(sdk: MemoClaw, account: LocalAccoun
     found = sdk.text_search("coffee")
     assert found.total == 2
     assert {m.content for m in found.memories} == {
-        "Bob likes black coffee", "The office coffee machine is broken",
-    }  # fmt: skip
+        "Bob likes black coffee",
+        "The office coffee machine is broken",
+    }
     assert [m.content for m in sdk.text_search("coffee", namespace="people").memories] == [
         "Bob likes black coffee"
     ]

@@ -49,9 +49,13 @@ def run_engram(args: list[str], env: dict[str, str], log: Path) -> subprocess.Po
     # Output goes to a file: the postmaster inherits it and a pipe would never reach EOF.
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [str(ENGRAM), *args], env=env, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=subprocess.STDOUT, cwd=log.parent,
-        )  # fmt: skip
+            [str(ENGRAM), *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=log.parent,
+        )
 
 
 def free_port() -> int:
@@ -122,8 +126,12 @@ def test_serve_stores_recalls_stops_cleanly_and_keeps_data(data_dir: Path) -> No
         )
         assert r.status_code == 201, r.text
         memory_id = r.json()["id"]
-        r = httpx.post(f"{url}/v1/recall", json={"query": "what survives a restart?"},
-                       headers=signed(key), timeout=60)  # fmt: skip
+        r = httpx.post(
+            f"{url}/v1/recall",
+            json={"query": "what survives a restart?"},
+            headers=signed(key),
+            timeout=60,
+        )
         assert r.status_code == 200, r.text
         assert [m["id"] for m in r.json()["memories"]] == [memory_id]
     finally:
@@ -135,8 +143,12 @@ def test_serve_stores_recalls_stops_cleanly_and_keeps_data(data_dir: Path) -> No
         r = httpx.get(f"{url}/v1/memories/{memory_id}", headers=signed(key), timeout=60)
         assert r.status_code == 200, r.text
         assert r.json()["content"] == content
-        r = httpx.post(f"{url}/v1/recall", json={"query": "what survives a restart?"},
-                       headers=signed(key), timeout=60)  # fmt: skip
+        r = httpx.post(
+            f"{url}/v1/recall",
+            json={"query": "what survives a restart?"},
+            headers=signed(key),
+            timeout=60,
+        )
         assert [m["id"] for m in r.json()["memories"]] == [memory_id]
     finally:
         stop_serve(proc, data_dir, data_dir / "serve-2.log")

@@ -12,8 +12,9 @@ from tests.conftest import auth
 async def _traces(database_url: str, address: str) -> tuple[int, int]:
     conn = await asyncpg.connect(database_url)
     try:
-        memories = await conn.fetchval("SELECT count(*) FROM memories WHERE user_id = $1",
-                                       address.lower())  # fmt: skip
+        memories = await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE user_id = $1", address.lower()
+        )
         used = await conn.fetchval(
             "SELECT coalesce((SELECT free_calls_used FROM wallets WHERE address = $1), 0)",
             address.lower(),
@@ -62,7 +63,7 @@ BAD_STORES = [
 
 @pytest.mark.parametrize(("body", "says"), BAD_STORES)
 async def test_bad_store_is_422_and_writes_nothing(
-    client: AsyncTestClient, wallet, database_url, body: dict, says: str  # type: ignore[no-untyped-def]
+    client: AsyncTestClient, wallet, database_url, body: dict, says: str
 ) -> None:
     r = await client.post("/v1/store", json=body, headers=auth(wallet))
     assert r.status_code == 422, r.text
@@ -72,7 +73,7 @@ async def test_bad_store_is_422_and_writes_nothing(
     assert await _traces(database_url, wallet.address) == (0, 0)
 
 
-async def test_body_over_64_kb_is_413(client: AsyncTestClient, wallet, database_url) -> None:  # type: ignore[no-untyped-def]
+async def test_body_over_64_kb_is_413(client: AsyncTestClient, wallet, database_url) -> None:
     body = {"memories": [{"content": "y" * 8000} for _ in range(9)]}
     r = await client.post("/v1/store/batch", json=body, headers=auth(wallet))
     assert r.status_code == 413
@@ -81,30 +82,47 @@ async def test_body_over_64_kb_is_413(client: AsyncTestClient, wallet, database_
     assert await _traces(database_url, wallet.address) == (0, 0)
 
 
-async def test_malformed_json_is_a_client_error(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
-    r = await client.post("/v1/store", content=b"{not json",
-                          headers={**auth(wallet), "content-type": "application/json"})  # fmt: skip
+async def test_malformed_json_is_a_client_error(client: AsyncTestClient, wallet) -> None:
+    r = await client.post(
+        "/v1/store",
+        content=b"{not json",
+        headers={**auth(wallet), "content-type": "application/json"},
+    )
     assert r.status_code in (400, 422)
     assert r.json()["error"]["code"] == "VALIDATION_ERROR"
 
 
-async def test_bad_updates_are_422_and_change_nothing(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_updates_are_422_and_change_nothing(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    memory_id = (await client.post("/v1/store", json={"content": "keep me"}, headers=h)).json()["id"]
-    for patch in ({"content": "bad\x00"}, {"importance": 3}, {"memory_type": "x"},
-                  {"metadata": {"blob": "x" * 5000}}, {"expires_at": "2000-01-01T00:00:00Z"},
-                  {"unknown": 1}):  # fmt: skip
+    memory_id = (await client.post("/v1/store", json={"content": "keep me"}, headers=h)).json()[
+        "id"
+    ]
+    for patch in (
+        {"content": "bad\x00"},
+        {"importance": 3},
+        {"memory_type": "x"},
+        {"metadata": {"blob": "x" * 5000}},
+        {"expires_at": "2000-01-01T00:00:00Z"},
+        {"unknown": 1},
+    ):
         r = await client.patch(f"/v1/memories/{memory_id}", json=patch, headers=h)
         assert r.status_code == 422, (patch, r.text)
     m = (await client.get(f"/v1/memories/{memory_id}", headers=h)).json()
-    assert m["content"] == "keep me" and m["importance"] == 0.5 and m["updated_at"] == m["created_at"]
+    assert (
+        m["content"] == "keep me" and m["importance"] == 0.5 and m["updated_at"] == m["created_at"]
+    )
 
 
-async def test_bad_query_parameters_are_422(client: AsyncTestClient, wallet) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_query_parameters_are_422(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    for path in ("/v1/memories?limit=0", "/v1/memories?offset=-1", "/v1/memories?limit=abc",
-                 "/v1/memories?memory_type=diary", "/v1/memories?after=yesterday",
-                 "/v1/memories/search?q="):  # fmt: skip
+    for path in (
+        "/v1/memories?limit=0",
+        "/v1/memories?offset=-1",
+        "/v1/memories?limit=abc",
+        "/v1/memories?memory_type=diary",
+        "/v1/memories?after=yesterday",
+        "/v1/memories/search?q=",
+    ):
         r = await client.get(path, headers=h)
         assert r.status_code == 422, (path, r.text)
         assert r.json()["error"]["code"] == "VALIDATION_ERROR"

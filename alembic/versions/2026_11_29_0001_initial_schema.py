@@ -75,7 +75,8 @@ def upgrade() -> None:
             embedding       vector({dims}) NOT NULL,
             embedding_model text NOT NULL,
             metadata        jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-            importance      double precision NOT NULL DEFAULT 0.5 CHECK (importance BETWEEN 0 AND 1),
+            importance      double precision NOT NULL DEFAULT 0.5
+                            CHECK (importance BETWEEN 0 AND 1),
             memory_type     text NOT NULL DEFAULT 'general'
                             CHECK (memory_type IN ({_sql_list(MEMORY_TYPES)})),
             session_id      text CHECK (length(session_id) <= 255),

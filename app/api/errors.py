@@ -84,7 +84,9 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
-def _render(status: int, code: str, message: str, details: Any, headers: dict[str, str]) -> Response:
+def _render(
+    status: int, code: str, message: str, details: Any, headers: dict[str, str]
+) -> Response:
     return Response(
         content=error_body(code, message, details),
         status_code=status,
@@ -109,7 +111,9 @@ def _validation_details(exc: ValidationException) -> dict[str, Any]:
 def handle_http_exception(_: Request, exc: HTTPException) -> Response:
     if isinstance(exc, ValidationException):
         # Litestar answers 400 for body/parameter validation; the contract says 422.
-        return _render(422, "VALIDATION_ERROR", _clean_detail(exc.detail), _validation_details(exc), {})
+        return _render(
+            422, "VALIDATION_ERROR", _clean_detail(exc.detail), _validation_details(exc), {}
+        )
     status = exc.status_code
     if status >= 500:
         log.error("server error: %s", exc, exc_info=exc)
@@ -119,7 +123,9 @@ def handle_http_exception(_: Request, exc: HTTPException) -> Response:
 
 def handle_unexpected(_: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
-    return _render(HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Internal server error", {}, {})
+    return _render(
+        HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Internal server error", {}, {}
+    )
 
 
 def _clean_detail(detail: str) -> str:

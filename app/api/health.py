@@ -20,10 +20,14 @@ async def health(request: Request) -> dict[str, Any]:
             await repository.ping(conn)
     except Exception as exc:
         raise ServiceUnavailable("Database unreachable", {"database": str(exc)}) from exc
+    try:
+        await state.shared.ping()
+    except Exception as exc:
+        raise ServiceUnavailable("Redis unreachable", {"redis": str(exc)}) from exc
     return {
         "status": "ok",
         "database": "ok",
         "embedder": {"model": state.embedder.model_name, "dims": state.embedder.dims},
-        "redis": "configured" if state.settings.redis_url else "in-process",
+        "shared_state": "redis" if state.settings.redis_url else "in-process",
         "version": state.version,
     }

@@ -8,8 +8,8 @@ header is 401 on free routes and passes through on paid routes, where the paymen
 from __future__ import annotations
 
 from litestar.datastructures import Headers
-from litestar.middleware import ASGIMiddleware
 from litestar.enums import ScopeType
+from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import Unauthorized

@@ -46,7 +46,9 @@ def parse_header(raw: str) -> SignedHeader:
         )
     address, ts, sig = parts
     if not ADDRESS_RE.match(address):
-        raise WalletAuthError("Malformed x-wallet-auth header: address must be 0x and 40 hex digits")
+        raise WalletAuthError(
+            "Malformed x-wallet-auth header: address must be 0x and 40 hex digits"
+        )
     if not TIMESTAMP_RE.match(ts):
         raise WalletAuthError("Malformed x-wallet-auth header: timestamp must be unix seconds")
     if not SIGNATURE_RE.match(sig):
@@ -60,8 +62,8 @@ def check_fresh(header: SignedHeader, now: float, window_seconds: int) -> None:
     skew = now - header.timestamp
     if skew > window_seconds:
         raise WalletAuthError(
-            f"Stale x-wallet-auth header: timestamp is {int(skew)} s old (limit {window_seconds} s);"
-            " sign a fresh one"
+            f"Stale x-wallet-auth header: timestamp is {int(skew)} s old"
+            f" (limit {window_seconds} s); sign a fresh one"
         )
     if -skew > window_seconds:
         raise WalletAuthError(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import asyncpg
-from alembic import command
 from alembic.config import Config
 
+from alembic import command
 from app.db import repository
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.api.params import Conn, Limit100, Offset
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import (
     BatchUpdateIn,
@@ -25,7 +26,6 @@ from app.memory.schemas import (
     parse_time,
     split_tags,
 )
-from app.api.params import Conn, Limit100, Offset
 from app.memory.service import MemoryService
 from app.payments import prices
 from app.payments.prices import paid
@@ -284,9 +284,7 @@ class MemoryController(Controller):
         }
 
     @get("/stats")
-    async def stats(
-        self, request: Request, conn: Conn, memory_service: Memories
-    ) -> dict[str, Any]:
+    async def stats(self, request: Request, conn: Conn, memory_service: Memories) -> dict[str, Any]:
         raw = await memory_service.stats(conn, request.user)
         totals = raw["totals"]
         return {
@@ -297,7 +295,9 @@ class MemoryController(Controller):
             "avg_importance": round(float(totals["avg_importance"]), 6),
             "oldest_memory": iso(totals["oldest_memory"]),
             "newest_memory": iso(totals["newest_memory"]),
-            "by_type": [{"memory_type": r["memory_type"], "count": r["count"]} for r in raw["by_type"]],
+            "by_type": [
+                {"memory_type": r["memory_type"], "count": r["count"]} for r in raw["by_type"]
+            ],
             "by_namespace": [
                 {"namespace": r["namespace"], "count": r["count"]} for r in raw["by_namespace"]
             ],

@@ -114,7 +114,9 @@ def _filtered(f: MemoryFilter, sql: _Sql | None = None) -> _Sql:
 # ---- writes ------------------------------------------------------------------------------------
 
 
-async def lock_content(conn: asyncpg.Connection, wallet: str, namespace: str, digest: bytes) -> None:
+async def lock_content(
+    conn: asyncpg.Connection, wallet: str, namespace: str, digest: bytes
+) -> None:
     """Serialise concurrent stores of the same content (clients retry POSTs) until commit."""
     await conn.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
@@ -248,7 +250,9 @@ async def list_page(
 
 async def count(conn: asyncpg.Connection, f: MemoryFilter) -> int:
     sql = _filtered(f)
-    return int(await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {sql.sql()}", *sql.params))
+    return int(
+        await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {sql.sql()}", *sql.params)
+    )
 
 
 async def keyword_search(

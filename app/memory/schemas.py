@@ -69,7 +69,7 @@ class UpdateIn(StrictStruct):
     namespace: Name | None = None
     pinned: bool | None = None
     immutable: bool | None = None
-    expires_at: str | None | msgspec.UnsetType = msgspec.UNSET  # null clears it
+    expires_at: str | msgspec.UnsetType | None = msgspec.UNSET  # null clears it
     tags: Tags | None = None
     session_id: OptionalName | None = None
     agent_id: OptionalName | None = None
@@ -191,7 +191,9 @@ def parse_time(value: str | None, field: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise InvalidInput(f"{field} must be an ISO 8601 date or date-time", {"field": field}) from exc
+        raise InvalidInput(
+            f"{field} must be an ISO 8601 date or date-time", {"field": field}
+        ) from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

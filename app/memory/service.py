@@ -140,7 +140,9 @@ class MemoryService:
 
     # ---- store -----------------------------------------------------------------------------
 
-    async def store(self, conn: asyncpg.Connection, wallet: str, item: StoreIn) -> tuple[StoreOutcome, int]:
+    async def store(
+        self, conn: asyncpg.Connection, wallet: str, item: StoreIn
+    ) -> tuple[StoreOutcome, int]:
         prepared = prepare_store(item, now_utc())
         embedded = await self.embedder.embed([prepared.content])
         outcome = await self._write(conn, wallet, prepared, embedded.vectors[0])
@@ -191,7 +193,9 @@ class MemoryService:
         )
         return StoreOutcome(row, deduplicated=False)
 
-    async def _merge(self, conn: asyncpg.Connection, existing: asyncpg.Record, p: Prepared) -> asyncpg.Record:
+    async def _merge(
+        self, conn: asyncpg.Connection, existing: asyncpg.Record, p: Prepared
+    ) -> asyncpg.Record:
         if existing["immutable"]:
             return existing  # an immutable memory is never changed, not even by a merge
         return await repo.merge_duplicate(
@@ -291,7 +295,14 @@ class MemoryService:
         if metadata is not None:
             check_metadata(metadata)
             changes["metadata"] = metadata
-        for column in ("importance", "memory_type", "namespace", "pinned", "session_id", "agent_id"):
+        for column in (
+            "importance",
+            "memory_type",
+            "namespace",
+            "pinned",
+            "session_id",
+            "agent_id",
+        ):
             value = getattr(patch, column)
             if value is not None:
                 changes[column] = value
@@ -350,7 +361,9 @@ class MemoryService:
         embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
-        rows, vector_hits = await repo.recall_candidates(conn, f, vector, req.query, per_side, False)
+        rows, vector_hits = await repo.recall_candidates(
+            conn, f, vector, req.query, per_side, False
+        )
         if vector_hits < per_side:
             # The index scan came back short: either the wallet has few matching rows (an exact
             # scan is then cheap) or filters starved it; an exact scan returns the true top k.

@@ -12,7 +12,7 @@ from app.memory import scoring
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
 
-def score(**overrides):  # type: ignore[no-untyped-def]
+def score(**overrides):
     args = dict(
         vector_sim=0.8, keyword_match=0.4, importance=0.5, memory_type="general", pinned=False,
         created_at=NOW, accessed_at=NOW, access_count=0, relation_count=0, now=NOW,

@@ -1,0 +1,27 @@
+# Shortcuts; the README's two commands work without make.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: venv serve test lint format check
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[test]'
+
+venv: $(PY)
+
+serve: $(PY)
+	$(VENV)/bin/engram serve
+
+test: $(PY)
+	$(PY) -m pytest
+
+lint: $(PY)
+	$(VENV)/bin/ruff check app tests alembic
+	$(VENV)/bin/ruff format --check app tests alembic
+
+format: $(PY)
+	$(VENV)/bin/ruff format app tests alembic
+	$(VENV)/bin/ruff check --fix app tests alembic
+
+check: lint test
