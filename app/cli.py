@@ -107,7 +107,8 @@ def cmd_wallet_new(_: argparse.Namespace) -> None:
 
     account = Account.create()
     print(f"address:     {account.address}")
-    print(f"private key: {account.key.hex()}")
+    key = account.key.hex()
+    print(f"private key: {key if key.startswith('0x') else '0x' + key}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -55,7 +55,9 @@ def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; an all-zero row stays zero instead of becoming NaN."""
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.maximum(norms, 1e-12)
+    # numpy types ufunc results on untyped-dtype arrays as Any; the result is an array.
+    normalised: np.ndarray = matrix / np.maximum(norms, 1e-12)
+    return normalised
 
 
 # --------------------------------------------------------------------------- local MiniLM
@@ -174,7 +176,8 @@ class LocalMiniLMEmbedder:
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Average of the token vectors over real tokens only (padding must not dilute it)."""
     weights = mask[..., None].astype(np.float32)
-    return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    pooled: np.ndarray = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return pooled
 
 
 # --------------------------------------------------------------------------- OpenAI

@@ -7,13 +7,17 @@ always read the same shape.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeAlias
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 log = logging.getLogger("engram.errors")
+
+# Handlers see every request, whatever its user and state.
+AnyRequest: TypeAlias = Request[Any, Any, Any]
+ErrorResponse: TypeAlias = Response[dict[str, Any]]
 
 # Contract codes by HTTP status (memoclaw-api.md, "Errors"); the others are Engram's own.
 CODE_BY_STATUS = {
@@ -86,7 +90,7 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 
 def _render(
     status: int, code: str, message: str, details: Any, headers: dict[str, str]
-) -> Response:
+) -> ErrorResponse:
     return Response(
         content=error_body(code, message, details),
         status_code=status,
@@ -95,7 +99,7 @@ def _render(
     )
 
 
-def handle_api_error(_: Request, exc: ApiError) -> Response:
+def handle_api_error(_: AnyRequest, exc: ApiError) -> ErrorResponse:
     return _render(exc.status_code, exc.code, exc.message, exc.details, exc.headers)
 
 
@@ -108,7 +112,7 @@ def _validation_details(exc: ValidationException) -> dict[str, Any]:
     return {}
 
 
-def handle_http_exception(_: Request, exc: HTTPException) -> Response:
+def handle_http_exception(_: AnyRequest, exc: HTTPException) -> ErrorResponse:
     if isinstance(exc, ValidationException):
         # Litestar answers 400 for body/parameter validation; the contract says 422.
         return _render(
@@ -121,7 +125,7 @@ def handle_http_exception(_: Request, exc: HTTPException) -> Response:
     return _render(status, code, _clean_detail(exc.detail), {}, dict(exc.headers or {}))
 
 
-def handle_unexpected(_: Request, exc: Exception) -> Response:
+def handle_unexpected(_: AnyRequest, exc: Exception) -> ErrorResponse:
     log.exception("unhandled error", exc_info=exc)
     return _render(
         HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Internal server error", {}, {}

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, get
+from litestar import get
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import ServiceUnavailable
+from app.api.params import MaybeWalletRequest
 from app.auth.middleware import EXCLUDE_OPT_KEY
 from app.db import repository
 
 
 @get("/health", opt={EXCLUDE_OPT_KEY: True}, status_code=HTTP_200_OK, tags=["health"])
-async def health(request: Request) -> dict[str, Any]:
+async def health(request: MaybeWalletRequest) -> dict[str, Any]:
     state = request.app.state
     try:
         async with state.pool.acquire(timeout=5) as conn:

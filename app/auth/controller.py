@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, get
+from litestar import Controller, get
 from litestar.di import NamedDependency
 
-from app.api.params import Conn
+from app.api.params import Conn, MaybeWalletRequest, WalletRequest
 from app.auth.free_tier import FreeTier
 from app.auth.middleware import EXCLUDE_OPT_KEY, WALLET_HEADER
 from app.auth.signature import AUTH_MESSAGE_PREFIX
@@ -18,7 +18,9 @@ class FreeTierController(Controller):
     tags = ["free tier"]
 
     @get("/info", opt={EXCLUDE_OPT_KEY: True})
-    async def info(self, free_tier: NamedDependency[FreeTier], request: Request) -> dict[str, Any]:
+    async def info(
+        self, free_tier: NamedDependency[FreeTier], request: MaybeWalletRequest
+    ) -> dict[str, Any]:
         window = request.app.state.settings.auth_window_seconds
         return {
             "free_tier": {
@@ -45,6 +47,6 @@ class FreeTierController(Controller):
 
     @get("/status")
     async def status(
-        self, request: Request, conn: Conn, free_tier: NamedDependency[FreeTier]
+        self, request: WalletRequest, conn: Conn, free_tier: NamedDependency[FreeTier]
     ) -> dict[str, Any]:
         return await free_tier.status(conn, request.user)

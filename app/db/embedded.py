@@ -351,9 +351,12 @@ def _make_dir(path: Path, account: Account | None) -> None:
 
 def _run(cmd: list[str], account: Account | None) -> str:
     """Run a command (as `account` if given) and return its output; raise with it on failure."""
-    as_account = {}
+    # None is subprocess's own default for each: run as ourselves.
+    user: int | None = None
+    group: int | None = None
+    extra_groups: list[int] | None = None
     if account is not None:
-        as_account = {"user": account[0], "group": account[1], "extra_groups": []}
+        user, group, extra_groups = account[0], account[1], []
     # Output goes to a file, not a pipe: the postmaster inherits pg_ctl's stdout/stderr and keeps
     # them open, so reading a pipe to EOF would hang for as long as the server runs.
     with tempfile.TemporaryFile("w+") as out:
@@ -366,7 +369,9 @@ def _run(cmd: list[str], account: Account | None) -> str:
             cwd="/",  # our cwd may be unreadable for the postgres account (e.g. /root)
             timeout=TIMEOUT_S + 10,
             text=True,
-            **as_account,
+            user=user,
+            group=group,
+            extra_groups=extra_groups,
         )
         out.seek(0)
         output = out.read()
@@ -393,7 +398,8 @@ def _read_from(path: Path, offset: int) -> str:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _port_is_free(port: int) -> bool:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 import asyncpg
-from litestar import Request
 
+from app.api.params import MaybeWalletRequest
 from app.payments.gate import PaymentGate
 
 
-async def provide_transaction(request: Request) -> AsyncGenerator[asyncpg.Connection, None]:
+async def provide_transaction(
+    request: MaybeWalletRequest,
+) -> AsyncGenerator[asyncpg.Connection, None]:
     pool: asyncpg.Pool = request.app.state.pool
     gate: PaymentGate = request.app.state.payment_gate
     async with pool.acquire() as conn:

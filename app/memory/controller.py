@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import asyncpg
-from litestar import Controller, Request, delete, get, patch, post
+from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.params import Conn, Limit100, Offset
+from app.api.params import Conn, Limit100, Offset, WalletRequest
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import (
     BatchUpdateIn,
@@ -104,14 +104,18 @@ class MemoryController(Controller):
 
     @post("/store", opt=paid(prices.STORE), status_code=HTTP_201_CREATED)
     async def store(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[StoreIn]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[StoreIn]
     ) -> dict[str, Any]:
         outcome, tokens = await memory_service.store(conn, request.user, data)
         return _store_response(outcome.row, outcome.deduplicated, tokens)
 
     @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
     async def store_batch(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[StoreBatchIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        data: JSONBody[StoreBatchIn],
     ) -> dict[str, Any]:
         outcomes, tokens = await memory_service.store_batch(conn, request.user, data.memories)
         return {
@@ -124,7 +128,7 @@ class MemoryController(Controller):
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
     async def recall(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[RecallIn]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[RecallIn]
     ) -> dict[str, Any]:
         recalled, tokens = await memory_service.recall(conn, request.user, data)
         items = [_recalled_to_wire(r) for r in recalled]
@@ -136,7 +140,7 @@ class MemoryController(Controller):
     @get("/memories")
     async def list_memories(
         self,
-        request: Request,
+        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
         limit: Limit100 = 20,
@@ -159,7 +163,7 @@ class MemoryController(Controller):
             memory_type=memory_type, tags=tags, after=after or since, before=before or until,
             pinned=pinned, immutable=immutable, include_deleted=include_deleted,
         )  # fmt: skip
-        rows, total = await memory_service.list(conn, f, limit, offset)
+        rows, total = await memory_service.list_page(conn, f, limit, offset)
         return {
             "memories": [memory_to_wire(r) for r in rows],
             "total": total,
@@ -170,7 +174,7 @@ class MemoryController(Controller):
     @get("/memories/count")
     async def count(
         self,
-        request: Request,
+        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
         namespace: FromQuery[str | None] = None,
@@ -190,7 +194,7 @@ class MemoryController(Controller):
 
     @post("/search", status_code=HTTP_200_OK)
     async def search(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[SearchIn]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[SearchIn]
     ) -> dict[str, Any]:
         f = _list_filter(
             request.user, namespace=data.namespace, session_id=data.session_id,
@@ -203,7 +207,7 @@ class MemoryController(Controller):
     @get("/memories/search")
     async def search_legacy(
         self,
-        request: Request,
+        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
         q: Annotated[str, QueryParameter(min_length=1, max_length=1000)],
@@ -223,14 +227,14 @@ class MemoryController(Controller):
 
     @get("/memories/{memory_id:str}")
     async def get_memory(
-        self, request: Request, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
         return memory_to_wire(await memory_service.get(conn, request.user, memory_id))
 
     @patch("/memories/{memory_id:str}", opt=paid(prices.UPDATE))
     async def update(
         self,
-        request: Request,
+        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
         memory_id: FromPath[str],
@@ -241,38 +245,46 @@ class MemoryController(Controller):
 
     @patch("/memories/batch", opt=paid(prices.BATCH_UPDATE))
     async def update_batch(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[BatchUpdateIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        data: JSONBody[BatchUpdateIn],
     ) -> dict[str, Any]:
         return await _batch_update(request, conn, memory_service, data)
 
     @post("/memories/batch-update", opt=paid(prices.BATCH_UPDATE), status_code=HTTP_200_OK)
     async def update_batch_post(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[BatchUpdateIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        data: JSONBody[BatchUpdateIn],
     ) -> dict[str, Any]:
         return await _batch_update(request, conn, memory_service, data)
 
     @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
     async def delete_memory(
-        self, request: Request, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
         deleted_id = await memory_service.delete(conn, request.user, memory_id)
         return {"deleted": True, "id": str(deleted_id)}
 
     @post("/memories/bulk-delete", status_code=HTTP_200_OK)
     async def bulk_delete(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
         return await _delete_many(request, conn, memory_service, data)
 
     @post("/memories/batch-delete", status_code=HTTP_200_OK)
     async def batch_delete(
-        self, request: Request, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
+        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
         return await _delete_many(request, conn, memory_service, data)
 
     @get("/namespaces")
     async def namespaces(
-        self, request: Request, conn: Conn, memory_service: Memories
+        self, request: WalletRequest, conn: Conn, memory_service: Memories
     ) -> dict[str, Any]:
         rows = await memory_service.namespaces(conn, request.user)
         return {
@@ -284,7 +296,9 @@ class MemoryController(Controller):
         }
 
     @get("/stats")
-    async def stats(self, request: Request, conn: Conn, memory_service: Memories) -> dict[str, Any]:
+    async def stats(
+        self, request: WalletRequest, conn: Conn, memory_service: Memories
+    ) -> dict[str, Any]:
         raw = await memory_service.stats(conn, request.user)
         totals = raw["totals"]
         return {
@@ -305,7 +319,10 @@ class MemoryController(Controller):
 
 
 async def _batch_update(
-    request: Request, conn: asyncpg.Connection, memory_service: MemoryService, data: BatchUpdateIn
+    request: WalletRequest,
+    conn: asyncpg.Connection,
+    memory_service: MemoryService,
+    data: BatchUpdateIn,
 ) -> dict[str, Any]:
     results, tokens = await memory_service.update_batch(
         conn, request.user, [(item.id, item) for item in data.updates]
@@ -325,7 +342,7 @@ async def _batch_update(
 
 
 async def _delete_many(
-    request: Request, conn: asyncpg.Connection, memory_service: MemoryService, data: IdsIn
+    request: WalletRequest, conn: asyncpg.Connection, memory_service: MemoryService, data: IdsIn
 ) -> dict[str, Any]:
     results = await memory_service.delete_many(conn, request.user, data.ids)
     return {"deleted": sum(r["deleted"] for r in results), "results": results}

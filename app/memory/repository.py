@@ -226,11 +226,12 @@ async def get_many(
     conn: asyncpg.Connection, wallet: str, ids: list[UUID], for_update: bool = False
 ) -> list[asyncpg.Record]:
     lock = " FOR UPDATE" if for_update else ""
-    return await conn.fetch(
+    rows: list[asyncpg.Record] = await conn.fetch(
         f"SELECT {COLUMNS} FROM memories m WHERE m.id = ANY($1::uuid[]) AND m.user_id = $2"
         f" AND {LIVE}{lock}",
         ids, wallet,
     )  # fmt: skip
+    return rows
 
 
 async def list_page(
@@ -323,12 +324,13 @@ async def recall_candidates(
 
 
 async def namespaces(conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
-    return await conn.fetch(
+    rows: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT m.namespace AS name, count(*) AS count, max(m.created_at) AS last_memory_at
             FROM memories m WHERE m.user_id = $1 AND {LIVE}
             GROUP BY m.namespace ORDER BY count(*) DESC, m.namespace""",
         wallet,
     )
+    return rows
 
 
 async def stats(conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:

@@ -93,7 +93,11 @@ def type_decay(
 ) -> float:
     if pinned:
         return 1.0
-    return 0.5 ** (_days_between(now, last_access) / half_life_days(memory_type, relation_count))
+    # float ** float is typed Any (a negative base would give complex); the base here is 0.5.
+    decay: float = 0.5 ** (
+        _days_between(now, last_access) / half_life_days(memory_type, relation_count)
+    )
+    return decay
 
 
 def score_memory(

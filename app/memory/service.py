@@ -6,6 +6,7 @@ No SQL here (repository.py) and no HTTP types (controller.py); the caller's tran
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -214,7 +215,7 @@ class MemoryService:
             raise NotFound(f"Memory {memory_id} not found")
         return rows[0]
 
-    async def list(
+    async def list_page(
         self, conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
     ) -> tuple[list[asyncpg.Record], int]:
         return await repo.list_page(conn, f, limit, offset)
@@ -309,7 +310,7 @@ class MemoryService:
         if patch.immutable:
             changes["immutable"] = True
         if patch.expires_at is not msgspec.UNSET:
-            changes["expires_at"] = parse_future_time(patch.expires_at, "expires_at", now)  # type: ignore[arg-type]
+            changes["expires_at"] = parse_future_time(patch.expires_at, "expires_at", now)
         return changes, new_content
 
     def content_columns(self, content: str, vector: np.ndarray) -> dict[str, Any]:
@@ -324,8 +325,9 @@ class MemoryService:
         row = await self.get(conn, wallet, memory_id)
         if row["immutable"]:
             raise Conflict(f"Memory {memory_id} is immutable and cannot be deleted")
-        await repo.soft_delete(conn, wallet, [row["id"]])
-        return row["id"]
+        deleted_id: UUID = row["id"]
+        await repo.soft_delete(conn, wallet, [deleted_id])
+        return deleted_id
 
     async def delete_many(
         self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]
@@ -397,7 +399,7 @@ def _signals_of(row: asyncpg.Record, now: datetime) -> Signals:
     )
 
 
-def _as_list(value: str | list[str] | None) -> list[str] | None:
+def _as_list(value: str | Sequence[str] | None) -> list[str] | None:
     if value is None:
         return None
     return [value] if isinstance(value, str) else list(value)

@@ -13,9 +13,9 @@ from decimal import Decimal
 from typing import NoReturn, Protocol
 
 import asyncpg
-from litestar import Request
 
 from app.api.errors import PaymentRequired
+from app.api.params import MaybeWalletRequest
 from app.auth.free_tier import FreeTier
 from app.payments.prices import price_of
 
@@ -35,9 +35,11 @@ NO_CHARGE = Charge(kind="none", wallet=None)
 
 
 class PaymentGate(Protocol):
-    async def authorize(self, request: Request, conn: asyncpg.Connection) -> Charge: ...
+    async def authorize(self, request: MaybeWalletRequest, conn: asyncpg.Connection) -> Charge: ...
 
-    async def settle(self, request: Request, conn: asyncpg.Connection, charge: Charge) -> None: ...
+    async def settle(
+        self, request: MaybeWalletRequest, conn: asyncpg.Connection, charge: Charge
+    ) -> None: ...
 
 
 class FreeTierGate:
@@ -46,7 +48,7 @@ class FreeTierGate:
     def __init__(self, free_tier: FreeTier) -> None:
         self.free_tier = free_tier
 
-    async def authorize(self, request: Request, conn: asyncpg.Connection) -> Charge:
+    async def authorize(self, request: MaybeWalletRequest, conn: asyncpg.Connection) -> Charge:
         wallet: str | None = request.scope.get("user")
         price = price_of(request.scope.get("route_handler"))
         if wallet is None:
@@ -61,7 +63,9 @@ class FreeTierGate:
             return Charge(kind="free_call", wallet=wallet, price=price)
         return self.require_payment(request, price, "Free tier used up")
 
-    async def settle(self, request: Request, conn: asyncpg.Connection, charge: Charge) -> None:
+    async def settle(
+        self, request: MaybeWalletRequest, conn: asyncpg.Connection, charge: Charge
+    ) -> None:
         if charge.kind != "free_call" or charge.wallet is None:
             return
         left = await self.free_tier.consume(conn, charge.wallet)
@@ -70,7 +74,7 @@ class FreeTierGate:
             self.require_payment(request, charge.price or Decimal(0), "Free tier used up")
         request.state[FREE_TIER_REMAINING_STATE] = left
 
-    def require_payment(self, request: Request, price: Decimal, reason: str) -> NoReturn:
+    def require_payment(self, request: MaybeWalletRequest, price: Decimal, reason: str) -> NoReturn:
         raise PaymentRequired(
             f"{reason}: this call costs ${price} in USDC over x402, and this server does not"
             " accept x402 payments yet",

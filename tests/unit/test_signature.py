@@ -83,3 +83,10 @@ def test_cached_header_still_expires(account) -> None:
     assert verifier.verify(header, now=NOW + 100)  # served from the cache
     with pytest.raises(WalletAuthError, match="Stale"):
         verifier.verify(header, now=NOW + 301)
+
+
+def test_recovery_uses_the_coincurve_backend() -> None:
+    """Fast recovery needs eth-keys on coincurve, not its pure-Python fallback."""
+    from eth_keys.backends import get_backend  # the default eth-account's signatures use
+
+    assert type(get_backend()).__name__ == "CoinCurveECCBackend"
