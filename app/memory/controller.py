@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import asyncpg
-from litestar import Controller, delete, get, patch, post
+from litestar import Controller, HttpMethod, delete, get, patch, post, route
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
@@ -243,7 +243,13 @@ class MemoryController(Controller):
         row, tokens = await memory_service.update(conn, request.user, memory_id, data)
         return {**memory_to_wire(row), "tokens_used": tokens}
 
-    @patch("/memories/batch", opt=paid(prices.BATCH_UPDATE))
+    # The SDK sends PATCH /memories/batch; MemoClaw's CLI sends POST /memories/batch-update.
+    @route(
+        ["/memories/batch", "/memories/batch-update"],
+        http_method=[HttpMethod.PATCH, HttpMethod.POST],
+        opt=paid(prices.BATCH_UPDATE),
+        status_code=HTTP_200_OK,
+    )
     async def update_batch(
         self,
         request: WalletRequest,
@@ -251,17 +257,21 @@ class MemoryController(Controller):
         memory_service: Memories,
         data: JSONBody[BatchUpdateIn],
     ) -> dict[str, Any]:
-        return await _batch_update(request, conn, memory_service, data)
-
-    @post("/memories/batch-update", opt=paid(prices.BATCH_UPDATE), status_code=HTTP_200_OK)
-    async def update_batch_post(
-        self,
-        request: WalletRequest,
-        conn: Conn,
-        memory_service: Memories,
-        data: JSONBody[BatchUpdateIn],
-    ) -> dict[str, Any]:
-        return await _batch_update(request, conn, memory_service, data)
+        results, tokens = await memory_service.update_batch(
+            conn, request.user, [(item.id, item) for item in data.updates]
+        )
+        updated = sum(r["updated"] for r in results)
+        return {
+            "results": [{k: v for k, v in r.items() if k != "status"} for r in results],
+            "updated": updated,
+            "failed": len(results) - updated,
+            "errors": [
+                {"id": r["id"], "status": r["status"], "message": r["error"]}
+                for r in results
+                if not r["updated"]
+            ],
+            "tokens_used": tokens,
+        }
 
     @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
     async def delete_memory(
@@ -270,17 +280,14 @@ class MemoryController(Controller):
         deleted_id = await memory_service.delete(conn, request.user, memory_id)
         return {"deleted": True, "id": str(deleted_id)}
 
-    @post("/memories/bulk-delete", status_code=HTTP_200_OK)
-    async def bulk_delete(
+    # Both names are in use: bulk-delete (CLI, docs) and batch-delete (SDK); one answer serves
+    # both, with the count and the per-id results.
+    @post(["/memories/bulk-delete", "/memories/batch-delete"], status_code=HTTP_200_OK)
+    async def delete_many(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
     ) -> dict[str, Any]:
-        return await _delete_many(request, conn, memory_service, data)
-
-    @post("/memories/batch-delete", status_code=HTTP_200_OK)
-    async def batch_delete(
-        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
-    ) -> dict[str, Any]:
-        return await _delete_many(request, conn, memory_service, data)
+        results = await memory_service.delete_many(conn, request.user, data.ids)
+        return {"deleted": sum(r["deleted"] for r in results), "results": results}
 
     @get("/namespaces")
     async def namespaces(
@@ -316,33 +323,3 @@ class MemoryController(Controller):
                 {"namespace": r["namespace"], "count": r["count"]} for r in raw["by_namespace"]
             ],
         }
-
-
-async def _batch_update(
-    request: WalletRequest,
-    conn: asyncpg.Connection,
-    memory_service: MemoryService,
-    data: BatchUpdateIn,
-) -> dict[str, Any]:
-    results, tokens = await memory_service.update_batch(
-        conn, request.user, [(item.id, item) for item in data.updates]
-    )
-    updated = sum(r["updated"] for r in results)
-    return {
-        "results": [{k: v for k, v in r.items() if k != "status"} for r in results],
-        "updated": updated,
-        "failed": len(results) - updated,
-        "errors": [
-            {"id": r["id"], "status": r["status"], "message": r["error"]}
-            for r in results
-            if not r["updated"]
-        ],
-        "tokens_used": tokens,
-    }
-
-
-async def _delete_many(
-    request: WalletRequest, conn: asyncpg.Connection, memory_service: MemoryService, data: IdsIn
-) -> dict[str, Any]:
-    results = await memory_service.delete_many(conn, request.user, data.ids)
-    return {"deleted": sum(r["deleted"] for r in results), "results": results}

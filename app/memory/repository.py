@@ -30,6 +30,10 @@ RELATION_COUNT = """(
 OR_TSQUERY = "replace(plainto_tsquery('english', {p})::text, ' & ', ' | ')::tsquery"
 
 
+# MemoryFilter fields that match a column of the same name exactly.
+EQUALITY_FILTERS = ("namespace", "session_id", "agent_id", "pinned", "immutable")
+
+
 @dataclass
 class MemoryFilter:
     """Which of a wallet's memories a read is about."""
@@ -48,14 +52,12 @@ class MemoryFilter:
 
 
 @dataclass
-class NewMemory:
-    wallet: str
+class MemoryFields:
+    """What a caller says about a new memory (validated); importance None means the default."""
+
     content: str
-    content_hash: bytes
-    embedding: np.ndarray
-    embedding_model: str
     metadata: dict[str, Any]
-    importance: float
+    importance: float | None
     namespace: str
     memory_type: str
     session_id: str | None
@@ -63,6 +65,16 @@ class NewMemory:
     expires_at: datetime | None
     pinned: bool
     immutable: bool
+
+
+@dataclass
+class NewMemory:
+    wallet: str
+    fields: MemoryFields
+    importance: float
+    content_hash: bytes
+    embedding: np.ndarray
+    embedding_model: str
 
 
 @dataclass
@@ -90,12 +102,10 @@ def _filtered(f: MemoryFilter, sql: _Sql | None = None) -> _Sql:
         sql.where("(m.expires_at IS NULL OR m.expires_at > now())")
     else:
         sql.where(LIVE)
-    if f.namespace is not None:
-        sql.where(f"m.namespace = {sql.param(f.namespace)}")
-    if f.session_id is not None:
-        sql.where(f"m.session_id = {sql.param(f.session_id)}")
-    if f.agent_id is not None:
-        sql.where(f"m.agent_id = {sql.param(f.agent_id)}")
+    for column in EQUALITY_FILTERS:
+        value = getattr(f, column)
+        if value is not None:
+            sql.where(f"m.{column} = {sql.param(value)}")
     if f.memory_types:
         sql.where(f"m.memory_type = ANY({sql.param(f.memory_types)}::text[])")
     if f.tags:
@@ -104,10 +114,6 @@ def _filtered(f: MemoryFilter, sql: _Sql | None = None) -> _Sql:
         sql.where(f"m.created_at >= {sql.param(f.after)}")
     if f.before is not None:
         sql.where(f"m.created_at < {sql.param(f.before)}")
-    if f.pinned is not None:
-        sql.where(f"m.pinned = {sql.param(f.pinned)}")
-    if f.immutable is not None:
-        sql.where(f"m.immutable = {sql.param(f.immutable)}")
     return sql
 
 
@@ -133,9 +139,10 @@ async def insert(conn: asyncpg.Connection, new: NewMemory) -> asyncpg.Record:
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
         RETURNING {COLUMNS}
         """,
-        new.wallet, new.content, new.content_hash, new.embedding, new.embedding_model,
-        new.metadata, new.importance, new.namespace, new.memory_type, new.session_id,
-        new.agent_id, new.expires_at, new.pinned, new.immutable,
+        new.wallet, new.fields.content, new.content_hash, new.embedding, new.embedding_model,
+        new.fields.metadata, new.importance, new.fields.namespace, new.fields.memory_type,
+        new.fields.session_id, new.fields.agent_id, new.fields.expires_at, new.fields.pinned,
+        new.fields.immutable,
     )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from app.ai.embedders import Embedder
 from app.api.errors import Conflict, InvalidInput, NotFound
 from app.memory import repository as repo
-from app.memory.repository import MemoryFilter, NewMemory
+from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
 from app.memory.schemas import (
     DEFAULT_IMPORTANCE,
     DEFAULT_MEMORY_TYPE,
@@ -67,22 +67,6 @@ class StoreOutcome:
 
 
 @dataclass
-class Prepared:
-    """A validated store request, ready to embed and write."""
-
-    content: str
-    metadata: dict[str, Any]
-    importance: float | None
-    namespace: str
-    memory_type: str
-    session_id: str | None
-    agent_id: str | None
-    expires_at: datetime | None
-    pinned: bool
-    immutable: bool
-
-
-@dataclass
 class Recalled:
     row: asyncpg.Record
     signals: Signals
@@ -97,7 +81,7 @@ def _merge_tags(*tag_lists: list[str] | None) -> list[str]:
     return merged
 
 
-def prepare_store(item: StoreIn, now: datetime, field: str = "") -> Prepared:
+def prepare_store(item: StoreIn, now: datetime, field: str = "") -> MemoryFields:
     reject_nul(item, f"${field}")
     if not item.content.strip():
         raise InvalidInput(f"{field or ''}content must not be blank", {"field": f"{field}content"})
@@ -108,7 +92,7 @@ def prepare_store(item: StoreIn, now: datetime, field: str = "") -> Prepared:
             raise InvalidInput(f"{field}tags: at most {MAX_TAGS} tags", {"field": f"{field}tags"})
         metadata["tags"] = tags
     check_metadata(metadata, f"{field}metadata")
-    return Prepared(
+    return MemoryFields(
         content=item.content,
         metadata=metadata,
         importance=item.importance,
@@ -162,7 +146,7 @@ class MemoryService:
         return outcomes, embedded.tokens
 
     async def _write(
-        self, conn: asyncpg.Connection, wallet: str, p: Prepared, vector: np.ndarray
+        self, conn: asyncpg.Connection, wallet: str, p: MemoryFields, vector: np.ndarray
     ) -> StoreOutcome:
         digest = content_digest(p.content)
         await repo.lock_content(conn, wallet, p.namespace, digest)
@@ -177,25 +161,17 @@ class MemoryService:
             conn,
             NewMemory(
                 wallet=wallet,
-                content=p.content,
+                fields=p,
+                importance=DEFAULT_IMPORTANCE if p.importance is None else p.importance,
                 content_hash=digest,
                 embedding=vector,
                 embedding_model=self.embedder.model_name,
-                metadata=p.metadata,
-                importance=DEFAULT_IMPORTANCE if p.importance is None else p.importance,
-                namespace=p.namespace,
-                memory_type=p.memory_type,
-                session_id=p.session_id,
-                agent_id=p.agent_id,
-                expires_at=p.expires_at,
-                pinned=p.pinned,
-                immutable=p.immutable,
             ),
         )
         return StoreOutcome(row, deduplicated=False)
 
     async def _merge(
-        self, conn: asyncpg.Connection, existing: asyncpg.Record, p: Prepared
+        self, conn: asyncpg.Connection, existing: asyncpg.Record, p: MemoryFields
     ) -> asyncpg.Record:
         if existing["immutable"]:
             return existing  # an immutable memory is never changed, not even by a merge
