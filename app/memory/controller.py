@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import asyncpg
 from litestar import Controller, HttpMethod, delete, get, patch, post, route
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
@@ -60,6 +60,29 @@ def _list_filter(
         immutable=immutable,
         include_deleted=include_deleted,
     )
+
+
+def provide_memory_filter(
+    request: WalletRequest,
+    namespace: FromQuery[str | None] = None,
+    session_id: FromQuery[str | None] = None,
+    agent_id: FromQuery[str | None] = None,
+    memory_type: FromQuery[MemoryType | None] = None,
+    tags: FromQuery[list[str] | None] = None,
+    pinned: FromQuery[bool | None] = None,
+    immutable: FromQuery[bool | None] = None,
+    after: FromQuery[str | None] = None,
+    before: FromQuery[str | None] = None,
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
+    include_deleted: FromQuery[bool] = False,
+) -> MemoryFilter:
+    """The list/count query parameters (`since`/`until` are the CLI's names for after/before)."""
+    return _list_filter(
+        request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
+        memory_type=memory_type, tags=tags, after=after or since, before=before or until,
+        pinned=pinned, immutable=immutable, include_deleted=include_deleted,
+    )  # fmt: skip
 
 
 def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
@@ -137,33 +160,19 @@ class MemoryController(Controller):
                 item["relations"] = []  # relation listing arrives with the relations API
         return {"memories": items, "query_tokens": tokens}
 
-    @get("/memories")
+    @get(
+        "/memories",
+        dependencies={"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)},
+    )
     async def list_memories(
         self,
-        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
+        memory_filter: NamedDependency[MemoryFilter],
         limit: Limit100 = 20,
         offset: Offset = 0,
-        namespace: FromQuery[str | None] = None,
-        session_id: FromQuery[str | None] = None,
-        agent_id: FromQuery[str | None] = None,
-        memory_type: FromQuery[MemoryType | None] = None,
-        tags: FromQuery[list[str] | None] = None,
-        pinned: FromQuery[bool | None] = None,
-        immutable: FromQuery[bool | None] = None,
-        after: FromQuery[str | None] = None,
-        before: FromQuery[str | None] = None,
-        since: FromQuery[str | None] = None,
-        until: FromQuery[str | None] = None,
-        include_deleted: FromQuery[bool] = False,
     ) -> dict[str, Any]:
-        f = _list_filter(
-            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
-            memory_type=memory_type, tags=tags, after=after or since, before=before or until,
-            pinned=pinned, immutable=immutable, include_deleted=include_deleted,
-        )  # fmt: skip
-        rows, total = await memory_service.list_page(conn, f, limit, offset)
+        rows, total = await memory_service.list_page(conn, memory_filter, limit, offset)
         return {
             "memories": [memory_to_wire(r) for r in rows],
             "total": total,
@@ -171,26 +180,14 @@ class MemoryController(Controller):
             "offset": offset,
         }
 
-    @get("/memories/count")
+    @get(
+        "/memories/count",
+        dependencies={"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)},
+    )
     async def count(
-        self,
-        request: WalletRequest,
-        conn: Conn,
-        memory_service: Memories,
-        namespace: FromQuery[str | None] = None,
-        session_id: FromQuery[str | None] = None,
-        agent_id: FromQuery[str | None] = None,
-        memory_type: FromQuery[MemoryType | None] = None,
-        tags: FromQuery[list[str] | None] = None,
-        pinned: FromQuery[bool | None] = None,
-        after: FromQuery[str | None] = None,
-        before: FromQuery[str | None] = None,
+        self, conn: Conn, memory_service: Memories, memory_filter: NamedDependency[MemoryFilter]
     ) -> dict[str, Any]:
-        f = _list_filter(
-            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
-            memory_type=memory_type, tags=tags, after=after, before=before, pinned=pinned,
-        )  # fmt: skip
-        return {"count": await memory_service.count(conn, f)}
+        return {"count": await memory_service.count(conn, memory_filter)}
 
     @post("/search", status_code=HTTP_200_OK)
     async def search(
