@@ -25,7 +25,22 @@ def bag_of_words_vector(text: str, dims: int) -> list[float]:
     return (vector / norm if norm else np.full(dims, dims**-0.5)).tolist()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class JsonHandler(BaseHTTPRequestHandler):
+    """Replies JSON and keeps pytest output clean."""
+
+    def _reply(self, status: int, payload: dict[str, Any]) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+class _Handler(JsonHandler):
     server: OpenAICompatibleServer
 
     def do_POST(self) -> None:
@@ -49,17 +64,6 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
-
-    def _reply(self, status: int, payload: dict[str, Any]) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
 
 
 class OpenAICompatibleServer(ThreadingHTTPServer):

@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from app.ai.embedders import (
     OpenAIEmbedder,
     build_embedder,
 )
+from tests.openai_wire import JsonHandler
 
 # ------------------------------------------------------------------ local MiniLM
 
@@ -189,7 +190,7 @@ async def test_cache_empty_call() -> None:
 # ------------------------------------------------------------------ OpenAI wire format
 
 
-class _FakeOpenAIHandler(BaseHTTPRequestHandler):
+class _FakeOpenAIHandler(JsonHandler):
     """Speaks POST /v1/embeddings and rejects requests the embedder must never send."""
 
     server: _FakeOpenAIServer
@@ -230,17 +231,6 @@ class _FakeOpenAIHandler(BaseHTTPRequestHandler):
             "model": body["model"],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
-
-    def _reply(self, status: int, payload: dict[str, Any]) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep pytest output clean
 
 
 class _FakeOpenAIServer(ThreadingHTTPServer):
