@@ -27,7 +27,12 @@ from app.db.schema import check_embedding_dims, check_pgvector
 from app.db.transaction import provide_transaction
 from app.memory.controller import MemoryController
 from app.memory.service import MemoryService
-from app.payments.gate import FreeTierGate
+from app.payments.capture import capture_paid_response, mark_paid_call
+from app.payments.controller import PaymentsController
+from app.payments.facilitators import build_facilitator
+from app.payments.gate import Gate
+from app.payments.network import network_named
+from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service
 from app.shared.store import build_shared_store
 
 
@@ -55,6 +60,22 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     free_tier = FreeTier(settings.free_tier_calls)
     shared = build_shared_store(settings.redis_url)
+    network = network_named(settings.x402_network)
+    x402 = X402Service(
+        network=network,
+        pay_to=settings.x402_pay_to,
+        facilitator=build_facilitator(
+            settings.x402_facilitator_url,
+            settings.x402_relayer_key,
+            settings.x402_rpc_url,
+            network.caip2,
+        ),
+        # Redis when configured (shared by every instance), else the database's advisory locks
+        guard=SharedStoreGuard(shared, settings.x402_max_timeout_seconds)
+        if settings.redis_url
+        else PostgresGuard(),
+        max_timeout_seconds=settings.x402_max_timeout_seconds,
+    )
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
@@ -77,13 +98,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "shared": shared,
             "embedder": embedder,
             "free_tier": free_tier,
-            "payment_gate": FreeTierGate(free_tier),
+            "payment_gate": Gate(free_tier, x402),
             "memory_service": MemoryService(embedder),
             "version": _version(),
         }
     )
     config = AppConfig(
-        route_handlers=[health, FreeTierController, MemoryController],
+        route_handlers=[health, FreeTierController, MemoryController, PaymentsController],
         dependencies={
             "conn": Provide(provide_transaction),
             "memory_service": Provide(_memory_service, sync_to_thread=False),
@@ -92,6 +113,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[WalletAuthMiddleware(WalletVerifier(settings.auth_window_seconds))],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         before_send=[add_response_headers],
+        before_request=mark_paid_call,
+        after_request=capture_paid_response,
         lifespan=[lifespan],
         state=state,
         request_max_body_size=settings.max_body_bytes,

@@ -47,6 +47,14 @@ class Settings:
     embed_dims: int | None = None
     db_pool_min: int = 2
     db_pool_max: int = 20
+    # x402: where payments go and who settles them (see app/payments/). Payments are accepted
+    # when pay_to is set and either a facilitator URL or an RPC URL + relayer key is.
+    x402_network: str = "base"  # base | base-sepolia
+    x402_pay_to: str | None = None
+    x402_facilitator_url: str | None = None
+    x402_rpc_url: str | None = None
+    x402_relayer_key: str | None = None
+    x402_max_timeout_seconds: int = 300
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -76,4 +84,10 @@ class Settings:
             embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
             db_pool_min=_env_int("ENGRAM_DB_POOL_MIN", 2),
             db_pool_max=_env_int("ENGRAM_DB_POOL_MAX", 20),
+            x402_network=_env("ENGRAM_X402_NETWORK", "base") or "base",
+            x402_pay_to=_env("ENGRAM_X402_PAY_TO"),
+            x402_facilitator_url=_env("ENGRAM_X402_FACILITATOR_URL"),
+            x402_rpc_url=_env("ENGRAM_X402_RPC_URL"),
+            x402_relayer_key=_env("ENGRAM_X402_RELAYER_KEY"),
+            x402_max_timeout_seconds=_env_int("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300),
         )

@@ -47,11 +47,13 @@ class ApiError(Exception):
         message: str,
         details: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.details = details or {}
         self.headers = headers or {}
+        self.body = body  # a full body in the contract's shape, when more than `error` is sent
 
 
 class Unauthorized(ApiError):
@@ -100,7 +102,29 @@ def _render(
 
 
 def handle_api_error(_: AnyRequest, exc: ApiError) -> ErrorResponse:
+    if exc.body is not None:
+        return Response(
+            content=exc.body, status_code=exc.status_code, media_type=MediaType.JSON,
+            headers=exc.headers,
+        )  # fmt: skip
     return _render(exc.status_code, exc.code, exc.message, exc.details, exc.headers)
+
+
+class ReplayedResponse(Exception):
+    """Answer with a response stored earlier (an idempotent replay of a settled payment)."""
+
+    def __init__(self, status_code: int, body: bytes, headers: dict[str, str]) -> None:
+        super().__init__("replayed response")
+        self.status_code = status_code
+        self.body = body
+        self.headers = headers
+
+
+def handle_replayed_response(_: AnyRequest, exc: ReplayedResponse) -> Response[bytes]:
+    return Response(
+        content=exc.body, status_code=exc.status_code, media_type=MediaType.JSON,
+        headers=exc.headers,
+    )  # fmt: skip
 
 
 def _validation_details(exc: ValidationException) -> dict[str, Any]:
@@ -137,6 +161,7 @@ def _clean_detail(detail: str) -> str:
 
 
 EXCEPTION_HANDLERS = {
+    ReplayedResponse: handle_replayed_response,
     ApiError: handle_api_error,
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,

@@ -11,6 +11,8 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
 from app.payments.gate import FREE_TIER_REMAINING_STATE
+from app.payments.prices import price_of
+from app.payments.service import PAID_RESPONSE_HEADERS_STATE
 
 REQUEST_ID_HEADER = "x-request-id"
 FREE_TIER_HEADER = "x-free-tier-remaining"
@@ -31,6 +33,12 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
         return
     headers = MutableScopeHeaders.from_message(message)
     headers[REQUEST_ID_HEADER] = request_id_of(scope)
-    remaining = scope.get("state", {}).get(FREE_TIER_REMAINING_STATE)
+    state = scope.get("state", {})
+    remaining = state.get(FREE_TIER_REMAINING_STATE)
     if remaining is not None:
         headers[FREE_TIER_HEADER] = str(remaining)
+    if price_of(scope.get("route_handler")) is not None:
+        # paid answers are per payer and per payment: never cached by anyone on the way
+        headers["Cache-Control"] = "private, no-store"
+    for name, value in (state.get(PAID_RESPONSE_HEADERS_STATE) or {}).items():
+        headers[name] = value

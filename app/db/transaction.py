@@ -1,8 +1,9 @@
 """The request owns the transaction: one yield dependency opens it, and only it commits.
 
-Before committing, the request's charge is settled (a free-tier call consumed, or later an x402
-payment settled). If settling fails the transaction rolls back and the client gets the error, so
-no work is kept unpaid; if the handler fails, nothing is settled.
+Before committing, the request's charge is settled (a free-tier call consumed, or an x402
+payment settled on chain and written to the ledger). If settling fails the transaction rolls
+back and the client gets the error, so no work is kept unpaid; if the handler fails, nothing is
+settled.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import AsyncGenerator
 import asyncpg
 
 from app.api.params import MaybeWalletRequest
-from app.payments.gate import PaymentGate
+from app.payments.gate import NO_CHARGE, PaymentGate
 
 
 async def provide_transaction(
@@ -23,6 +24,7 @@ async def provide_transaction(
     async with pool.acquire() as conn:
         tx = conn.transaction()
         await tx.start()
+        charge = NO_CHARGE
         try:
             charge = await gate.authorize(request, conn)
             yield conn
@@ -32,3 +34,5 @@ async def provide_transaction(
             raise
         else:
             await tx.commit()
+        finally:
+            await gate.release(charge)  # only after commit: a retry then finds the ledger row

@@ -1,0 +1,34 @@
+"""Keep a paid call's response so a replay of its settled payment gets the same answer.
+
+Litestar's `after_request` hook sees the response object before the request transaction's cleanup
+runs (where settlement happens) but not the request; a context variable set by `before_request`,
+in the same task, links the two.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+
+from app.payments.prices import price_of
+from app.payments.service import CAPTURED_RESPONSE_STATE
+
+_paid_call_state: ContextVar[dict[str, Any] | None] = ContextVar("paid_call_state", default=None)
+
+
+async def mark_paid_call(request: Request[Any, Any, Any]) -> None:
+    paid = price_of(request.scope.get("route_handler")) is not None
+    _paid_call_state.set(request.scope.setdefault("state", {}) if paid else None)
+
+
+async def capture_paid_response(response: Response[Any]) -> Response[Any]:
+    state = _paid_call_state.get()
+    if state is not None:
+        state[CAPTURED_RESPONSE_STATE] = (
+            response.status_code,
+            msgspec.json.encode(response.content),
+        )
+    return response

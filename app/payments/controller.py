@@ -1,0 +1,44 @@
+"""GET /v1/payments: the caller's receipts (as payer, or as the wallet a payment served)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get
+
+from app.api.params import Conn, Limit100, Offset, WalletRequest
+from app.memory.schemas import iso
+from app.payments import repository
+
+
+class PaymentsController(Controller):
+    path = "/v1/payments"
+    tags = ["payments"]
+
+    @get("/")
+    async def list_payments(
+        self, request: WalletRequest, conn: Conn, limit: Limit100 = 20, offset: Offset = 0
+    ) -> dict[str, Any]:
+        rows, total = await repository.list_for_wallet(conn, request.user, limit, offset)
+        return {
+            "payments": [
+                {
+                    "id": str(r["id"]),
+                    "payer": r["payer"],
+                    "wallet": r["wallet"],
+                    "amount": str(r["amount"]),
+                    "asset": r["asset"],
+                    "network": r["network"],
+                    "endpoint": r["endpoint"],
+                    "nonce": r["nonce"],
+                    "request_id": r["request_id"],
+                    "status": r["status"],
+                    "tx_hash": r["tx_hash"],
+                    "created_at": iso(r["created_at"]),
+                }
+                for r in rows
+            ],
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+        }

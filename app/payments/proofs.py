@@ -1,0 +1,166 @@
+"""Payment proofs as clients send them, read and checked against Engram's own offer.
+
+`PAYMENT-SIGNATURE` (x402 v2) and `X-PAYMENT` (v1) both carry base64 JSON. A v1 proof is
+normalised to v2 around the same signed authorization, so one verify/settle path serves both.
+Each check is a named function raising `PaymentRejected` with the x402 reason code; the client's
+own copy of the requirements (`accepted`) is never trusted, only compared.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from x402.http.utils import safe_base64_decode
+from x402.schemas import PaymentPayload
+
+from app.payments.offers import SCHEME, Offer
+
+V2_HEADER = "payment-signature"
+V1_HEADER = "x-payment"
+ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
+NONCE_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
+# x402's facilitator refuses authorizations that expire within 6 s; so does Engram, up front.
+MIN_VALIDITY_SECONDS = 6
+
+
+class PaymentRejected(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Authorization:
+    payer: str  # lower-cased `from`
+    pay_to: str
+    value: int
+    valid_after: int
+    valid_before: int
+    nonce: str  # 0x + 64 hex, lower-cased
+
+
+@dataclass(frozen=True)
+class Proof:
+    version: int
+    header: str  # which header carried it
+    payload: PaymentPayload  # v2 form, `accepted` set to Engram's own requirements
+    authorization: Authorization
+    claimed_scheme: str
+    claimed_network: str
+
+
+def _decode_json(raw: str) -> dict[str, Any]:
+    try:
+        data = json.loads(safe_base64_decode(raw.strip()))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise PaymentRejected("invalid_payload", "The payment header is not base64 JSON") from exc
+    if not isinstance(data, dict):
+        raise PaymentRejected("invalid_payload", "The payment header must hold a JSON object")
+    return data
+
+
+def _authorization(payload: dict[str, Any]) -> Authorization:
+    auth = payload.get("authorization")
+    if not isinstance(auth, dict) or not isinstance(payload.get("signature"), str):
+        raise PaymentRejected(
+            "invalid_payload",
+            "Only EIP-3009 proofs ({signature, authorization}) are accepted by this server",
+        )
+    try:
+        payer, pay_to, nonce = str(auth["from"]), str(auth["to"]), str(auth["nonce"])
+        value, after, before = (int(auth["value"]), int(auth["validAfter"]),
+                                int(auth["validBefore"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PaymentRejected("invalid_payload", "The authorization is incomplete") from exc
+    if not (ADDRESS_RE.match(payer) and ADDRESS_RE.match(pay_to) and NONCE_RE.match(nonce)):
+        raise PaymentRejected("invalid_payload", "Malformed address or nonce in the authorization")
+    return Authorization(payer.lower(), pay_to.lower(), value, after, before, nonce.lower())
+
+
+def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
+    """The proof in the request, if any, in v2 form with Engram's own requirements attached."""
+    raw, header = headers.get(V2_HEADER), V2_HEADER
+    if not raw:
+        raw, header = headers.get(V1_HEADER), V1_HEADER
+    if not raw:
+        return None
+    data = _decode_json(raw)
+    version = data.get("x402Version", 2 if header == V2_HEADER else 1)
+    if version not in (1, 2):
+        raise PaymentRejected("invalid_x402_version", f"x402Version {version!r} is not supported")
+    inner = data.get("payload")
+    if not isinstance(inner, dict):
+        raise PaymentRejected("invalid_payload", "The proof has no payload object")
+    if version == 2:
+        accepted = data.get("accepted") or {}
+        scheme, network = str(accepted.get("scheme", "")), str(accepted.get("network", ""))
+    else:
+        scheme, network = str(data.get("scheme", "")), str(data.get("network", ""))
+    try:
+        payload = PaymentPayload(payload=inner, accepted=offer.requirements())
+    except ValidationError as exc:
+        raise PaymentRejected("invalid_payload", "The proof's payload is malformed") from exc
+    return Proof(version, header, payload, _authorization(inner), scheme, network)
+
+
+# ---- named checks, against Engram's offer only ----------------------------------------------
+
+
+def check_scheme(proof: Proof, offer: Offer) -> None:
+    if proof.claimed_scheme != SCHEME:
+        raise PaymentRejected(
+            "unsupported_scheme", f"Scheme {proof.claimed_scheme!r} is not offered; use 'exact'"
+        )
+
+
+def check_network(proof: Proof, offer: Offer) -> None:
+    expected = offer.network.caip2 if proof.version == 2 else offer.network.name
+    if proof.claimed_network != expected:
+        raise PaymentRejected(
+            "invalid_network",
+            f"The proof is for network {proof.claimed_network!r}; this server takes {expected!r}",
+        )
+
+
+def check_pay_to(proof: Proof, offer: Offer) -> None:
+    if proof.authorization.pay_to != offer.pay_to.lower():
+        raise PaymentRejected(
+            "invalid_exact_evm_payload_recipient_mismatch",
+            f"The authorization pays {proof.authorization.pay_to}, not {offer.pay_to}",
+        )
+
+
+def check_amount(proof: Proof, offer: Offer) -> None:
+    if proof.authorization.value != offer.amount:
+        raise PaymentRejected(
+            "invalid_exact_evm_payload_authorization_value_mismatch",
+            f"The authorization is for {proof.authorization.value} units; this call costs exactly"
+            f" {offer.amount} (${offer.price_usd})",
+        )
+
+
+def check_time_window(proof: Proof, now: int) -> None:
+    if proof.authorization.valid_after > now:
+        raise PaymentRejected(
+            "invalid_exact_evm_payload_authorization_valid_after",
+            "The authorization is not valid yet (validAfter is in the future)",
+        )
+    if proof.authorization.valid_before < now + MIN_VALIDITY_SECONDS:
+        raise PaymentRejected(
+            "invalid_exact_evm_payload_authorization_valid_before",
+            "The authorization has expired or expires within seconds (validBefore)",
+        )
+
+
+def check_against_offer(proof: Proof, offer: Offer, now: int) -> None:
+    check_scheme(proof, offer)
+    check_network(proof, offer)
+    check_pay_to(proof, offer)
+    check_amount(proof, offer)
+    check_time_window(proof, now)

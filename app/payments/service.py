@@ -1,0 +1,282 @@
+"""x402 payment rules: accept a proof for a paid call, settle it before commit, never twice.
+
+The order for a request carrying a proof (each step can only narrow what happens next):
+1. read the proof and check it against Engram's own offer (proofs.py, named checks);
+2. hold (payer, nonce) so no other request, here or on another instance, can use it meanwhile;
+3. look it up in the ledger: settled for this same request → replay the stored response
+   (a retry after a lost response pays nothing and is served the same answer); settled for
+   another request → rejected;
+4. verify with the facilitator (signature, nonce unused on chain, balance, simulation);
+5. the handler runs in the request transaction; before commit, settle on chain and write the
+   ledger row in that same transaction; a failed settle rolls everything back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, NoReturn, Protocol
+
+import asyncpg
+from litestar import Request
+from x402.http.utils import encode_payment_response_header
+from x402.schemas import SettleResponse
+
+from app.api.errors import Conflict, PaymentRequired, ReplayedResponse
+from app.payments import repository
+from app.payments.facilitators import Facilitator
+from app.payments.network import Network
+from app.payments.offers import Offer, challenge
+from app.payments.proofs import V2_HEADER, PaymentRejected, Proof, check_against_offer, read_proof
+from app.shared.store import SharedStore
+
+log = logging.getLogger("engram.payments")
+
+PAYMENT_RESPONSE_HEADER = {2: "PAYMENT-RESPONSE", 1: "X-PAYMENT-RESPONSE"}
+CAPTURED_RESPONSE_STATE = "captured_response"
+PAID_RESPONSE_HEADERS_STATE = "paid_response_headers"
+
+
+class InFlightGuard(Protocol):
+    """Lets one request at a time hold a (payer, nonce), across instances."""
+
+    async def acquire(self, conn: asyncpg.Connection, key: str) -> bool: ...
+
+    async def release(self, key: str) -> None: ...
+
+
+class PostgresGuard:
+    """An advisory lock in the request's own transaction: released by its commit or rollback."""
+
+    async def acquire(self, conn: asyncpg.Connection, key: str) -> bool:
+        return await repository.try_lock(conn, key)
+
+    async def release(self, key: str) -> None:
+        return None
+
+
+class SharedStoreGuard:
+    """Redis (when configured): a claim that outlives no request by more than its TTL."""
+
+    def __init__(self, store: SharedStore, ttl_seconds: float) -> None:
+        self.store = store
+        self.ttl_seconds = ttl_seconds
+
+    async def acquire(self, conn: asyncpg.Connection, key: str) -> bool:
+        return await self.store.claim(f"x402:{key}", self.ttl_seconds)
+
+    async def release(self, key: str) -> None:
+        await self.store.release(f"x402:{key}")
+
+
+@dataclass(frozen=True)
+class X402Charge:
+    proof: Proof
+    offer: Offer
+    guard_key: str
+    fingerprint: bytes
+
+
+def request_fingerprint(method: str, path: str, query: str, body: bytes) -> bytes:
+    """What makes two requests "the same request" for an idempotent replay."""
+    return hashlib.sha256(
+        b"\x1f".join([method.encode(), path.encode(), query.encode(), body])
+    ).digest()
+
+
+class X402Service:
+    def __init__(
+        self,
+        network: Network,
+        pay_to: str | None,
+        facilitator: Facilitator | None,
+        guard: InFlightGuard,
+        max_timeout_seconds: int,
+    ) -> None:
+        self.network = network
+        self.pay_to = pay_to
+        self.facilitator = facilitator
+        self.guard = guard
+        self.max_timeout_seconds = max_timeout_seconds
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.pay_to and self.facilitator)
+
+    def offer(self, request: Request[Any, Any, Any], price: Decimal) -> Offer:
+        return Offer(
+            network=self.network,
+            pay_to=self.pay_to or "",
+            price_usd=price,
+            max_timeout_seconds=self.max_timeout_seconds,
+            resource_url=str(request.url),
+            description=f"Engram {request.method} {request.url.path}",
+        )
+
+    def require_payment(
+        self,
+        request: Request[Any, Any, Any],
+        price: Decimal,
+        message: str,
+        reason: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> NoReturn:
+        if not self.enabled:
+            raise PaymentRequired(
+                f"{message}: this call costs ${price} in USDC, and this server is not configured"
+                " to accept x402 payments (ENGRAM_X402_PAY_TO and a facilitator)",
+                {"price_usd": str(price)},
+                headers,
+            )
+        c = challenge(self.offer(request, price), message, reason)
+        raise PaymentRequired(message, headers={**c.headers, **(headers or {})}, body=c.body)
+
+    async def accept(
+        self, request: Request[Any, Any, Any], conn: asyncpg.Connection, price: Decimal
+    ) -> X402Charge | None:
+        """The request's proof, checked, held and verified; None when it carries none."""
+        if not self.enabled:
+            return None
+        offer = self.offer(request, price)
+        try:
+            proof = read_proof(dict(request.headers), offer)
+            if proof is None:
+                return None
+            check_against_offer(proof, offer, int(time.time()))
+        except PaymentRejected as rejected:
+            self.require_payment(request, price, rejected.message, rejected.reason)
+        body = await request.body()
+        charge = X402Charge(
+            proof=proof,
+            offer=offer,
+            guard_key=f"{offer.network.caip2}:{proof.authorization.payer}:{proof.authorization.nonce}",
+            fingerprint=request_fingerprint(
+                request.method, request.url.path, request.url.query or "", body
+            ),
+        )
+        if not await self.guard.acquire(conn, charge.guard_key):
+            raise Conflict(
+                "This payment is being processed by another request; retry shortly to get its"
+                " result",
+                {"reason": "payment_in_flight"},
+                headers={"Retry-After": "1"},
+            )
+        try:
+            await self._refuse_reuse(request, conn, charge)
+            await self._verify(request, charge)
+        except BaseException:
+            await self.guard.release(charge.guard_key)
+            raise
+        return charge
+
+    async def _refuse_reuse(
+        self, request: Request[Any, Any, Any], conn: asyncpg.Connection, charge: X402Charge
+    ) -> None:
+        auth = charge.proof.authorization
+        settled = await repository.find(
+            conn, charge.offer.network.caip2, charge.offer.network.asset, auth.payer, auth.nonce
+        )
+        if settled is None:
+            return
+        if settled["request_fingerprint"] == charge.fingerprint and settled["response_body"]:
+            header = PAYMENT_RESPONSE_HEADER[charge.proof.version]
+            receipt = SettleResponse.model_validate(settled["settle_response"])
+            raise ReplayedResponse(
+                settled["response_status"],
+                bytes(settled["response_body"]),
+                {
+                    header: encode_payment_response_header(receipt),
+                    "Cache-Control": "private, no-store",
+                    "X-Idempotent-Replay": "true",
+                },
+            )
+        self.require_payment(
+            request,
+            charge.offer.price_usd,
+            "This payment was already used for another request; sign a new authorization",
+            "invalid_exact_evm_nonce_already_used",
+        )
+
+    async def _verify(self, request: Request[Any, Any, Any], charge: X402Charge) -> None:
+        assert self.facilitator is not None
+        try:
+            verdict = await self.facilitator.verify(
+                charge.proof.payload, charge.offer.requirements()
+            )
+        except Exception as exc:
+            log.exception("facilitator verify failed")
+            self.require_payment(
+                request, charge.offer.price_usd, f"Payment could not be verified: {exc}",
+                "unexpected_verify_error",
+            )  # fmt: skip
+        if not verdict.is_valid:
+            reason = verdict.invalid_reason or "invalid_payload"
+            self.require_payment(
+                request,
+                charge.offer.price_usd,
+                f"Payment rejected: {verdict.invalid_message or reason}",
+                reason,
+            )
+
+    async def settle(
+        self,
+        request: Request[Any, Any, Any],
+        conn: asyncpg.Connection,
+        charge: X402Charge,
+        wallet: str,
+    ) -> None:
+        """Settle on chain and write the ledger row, both before the request commits."""
+        assert self.facilitator is not None
+        header = PAYMENT_RESPONSE_HEADER[charge.proof.version]
+        try:
+            receipt = await self.facilitator.settle(
+                charge.proof.payload, charge.offer.requirements()
+            )
+        except Exception as exc:
+            log.exception("facilitator settle failed")
+            receipt = SettleResponse(
+                success=False, error_reason="unexpected_settle_error", error_message=str(exc),
+                transaction="", network=charge.offer.network.caip2,
+            )  # fmt: skip
+        if not receipt.success:
+            self.require_payment(
+                request,
+                charge.offer.price_usd,
+                f"Payment could not be settled: {receipt.error_message or receipt.error_reason}",
+                receipt.error_reason or "unexpected_settle_error",
+                {header: encode_payment_response_header(receipt)},
+            )
+        status, body = request.state.get(CAPTURED_RESPONSE_STATE) or (None, None)
+        auth = charge.proof.authorization
+        await repository.record_settled(
+            conn,
+            repository.SettledPayment(
+                payer=auth.payer,
+                wallet=wallet,
+                nonce=auth.nonce,
+                network=charge.offer.network.caip2,
+                asset=charge.offer.network.asset,
+                amount=charge.offer.amount,
+                pay_to=charge.offer.pay_to,
+                endpoint=f"{request.method} {request.url.path}",
+                request_id=str(request.state.get("request_id", "")),
+                request_fingerprint=charge.fingerprint,
+                tx_hash=receipt.transaction or None,
+                settle_response=receipt.model_dump(by_alias=True, exclude_none=True),
+                response_status=status,
+                response_body=body,
+            ),
+        )
+        request.state[PAID_RESPONSE_HEADERS_STATE] = {
+            header: encode_payment_response_header(receipt)
+        }
+
+    async def release(self, charge: X402Charge) -> None:
+        await self.guard.release(charge.guard_key)
+
+
+def carries_proof(request: Request[Any, Any, Any]) -> bool:
+    return bool(request.headers.get(V2_HEADER) or request.headers.get("x-payment"))
