@@ -14,7 +14,7 @@ from typing import Protocol
 
 from x402 import x402FacilitatorSync
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme
+from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmSchemeConfig
 from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse
 
@@ -33,7 +33,10 @@ class LocalFacilitator:
     def __init__(self, relayer_key: str, rpc_url: str, network_caip2: str) -> None:
         signer = FacilitatorWeb3Signer(private_key=relayer_key, rpc_url=rpc_url)
         self._facilitator = x402FacilitatorSync()
-        self._facilitator.register([network_caip2], ExactEvmFacilitatorScheme(signer))
+        # simulate_in_settle: without it x402 2.25 sends a replayed nonce on chain, where it
+        # reverts at the relayer's cost; with it the replay is refused before anything is sent.
+        scheme = ExactEvmFacilitatorScheme(signer, ExactEvmSchemeConfig(simulate_in_settle=True))
+        self._facilitator.register([network_caip2], scheme)
         self.relayer_address = signer.address
 
     async def verify(

@@ -1,0 +1,515 @@
+"""An offline local EVM chain for x402 payment tests and `engram serve --dev-chain`.
+
+`DevChain` runs anvil (from the npm package `@foundry-rs/anvil`, installed into the project's
+`node_modules/` by `npm install`; nothing is downloaded at run time from anywhere else) and can
+place a USDC-like EIP-3009 token (`contracts/usdc_eip3009.vy`, compiled offline with the `vyper`
+package) at the REAL Base USDC address, so that stock x402 defaults (asset address and EIP-712
+domain name/version per network) apply unchanged.
+
+Name/version per network: the token has no constructor (its runtime code is installed with
+`anvil_setCode`), so it keeps name/version in storage, set once by an `initialize(name, version)`
+call right after the code is installed. The values come from x402's own default-asset table:
+"USD Coin"/"2" on Base (8453), "USDC"/"2" on Base Sepolia (84532).
+
+Everything here is synchronous (web3 HTTPProvider); async callers run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from eth_typing import ChecksumAddress, HexStr
+from web3 import Web3
+from web3.types import RPCEndpoint, TxParams
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+TOKEN_SOURCE = Path(__file__).with_name("contracts") / "usdc_eip3009.vy"
+ANVIL_NPM_PACKAGE = "@foundry-rs/anvil"
+DEFAULT_CHAIN_ID = 8453
+HOST = "127.0.0.1"
+
+NPM_INSTALL_TIMEOUT_S = 600.0
+STARTUP_TIMEOUT_S = 30.0
+RECEIPT_TIMEOUT_S = 30.0
+RELAYER_ETH_WEI = 1_000 * 10**18
+
+# npm's platform packages for the anvil binary: (sys.platform, machine) -> package suffix.
+_PLATFORM_PACKAGES = {
+    ("linux", "x86_64"): "linux-amd64",
+    ("linux", "amd64"): "linux-amd64",
+    ("linux", "aarch64"): "linux-arm64",
+    ("linux", "arm64"): "linux-arm64",
+    ("darwin", "x86_64"): "darwin-amd64",
+    ("darwin", "arm64"): "darwin-arm64",
+    ("win32", "amd64"): "win32-amd64",
+    ("win32", "x86_64"): "win32-amd64",
+}
+
+
+class DevChainError(RuntimeError):
+    """The local chain could not be installed, started or set up (the message says why)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The anvil binary
+# ---------------------------------------------------------------------------------------------
+
+_install_lock = threading.Lock()
+_npm_install_attempted: set[Path] = set()  # project roots, so: once per process
+
+
+def _binary_name() -> str:
+    return "anvil.exe" if sys.platform == "win32" else "anvil"
+
+
+def _anvil_candidates(root: Path) -> list[Path]:
+    scope = root / "node_modules" / "@foundry-rs"
+    candidates: list[Path] = []
+    suffix = _PLATFORM_PACKAGES.get((sys.platform, platform.machine().lower()))
+    if suffix is not None:
+        # What npm installs: the optional dependency matching this platform ships the binary.
+        candidates.append(scope / f"anvil-{suffix}" / "bin" / _binary_name())
+    # Where the package's postinstall script writes the binary when optional dependencies were
+    # skipped (it fetches the same platform package from the npm registry).
+    candidates.append(scope / "anvil" / _binary_name())
+    return candidates
+
+
+def _find_anvil(root: Path) -> Path | None:
+    for candidate in _anvil_candidates(root):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def anvil_binary(project_root: Path = PROJECT_ROOT) -> Path:
+    """Path of the anvil binary from the project's `node_modules/`.
+
+    If it is missing, runs the project's own install step (`npm install --no-audit --no-fund` in
+    the project root, which reads `package.json`/`package-lock.json`) once per process.
+    Raises DevChainError with a clear message when npm is missing or the install fails
+    (typically: offline).
+    """
+    with _install_lock:
+        found = _find_anvil(project_root)
+        if found is not None:
+            return found
+        if project_root not in _npm_install_attempted:
+            _npm_install_attempted.add(project_root)
+            _npm_install(project_root)
+            found = _find_anvil(project_root)
+            if found is not None:
+                return found
+    looked = "\n  ".join(str(p) for p in _anvil_candidates(project_root))
+    raise DevChainError(
+        f"anvil binary not found for {sys.platform}/{platform.machine()} although `npm install` "
+        f"was run in {project_root} (once per process; see the first error); looked at:\n  "
+        f"{looked}"
+    )
+
+
+def _npm_install(root: Path) -> None:
+    if not (root / "package.json").is_file():
+        raise DevChainError(
+            f"{root / 'package.json'} is missing: cannot install {ANVIL_NPM_PACKAGE}"
+        )
+    npm = shutil.which("npm")
+    if npm is None:
+        raise DevChainError(
+            f"anvil (npm package {ANVIL_NPM_PACKAGE}) is not installed and `npm` is not on PATH. "
+            f"Install Node.js >= 20 with npm, then run `npm install` in {root}."
+        )
+    cmd = [npm, "install", "--no-audit", "--no-fund"]
+    log.info("installing %s: %s (in %s)", ANVIL_NPM_PACKAGE, " ".join(cmd), root)
+    # Output goes to a file, not a pipe (a pipe that fills up would block npm).
+    with tempfile.TemporaryFile("w+") as out:
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=root,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=NPM_INSTALL_TIMEOUT_S,
+                text=True,
+            )
+        except subprocess.TimeoutExpired:
+            raise DevChainError(
+                f"`npm install` in {root} did not finish in {NPM_INSTALL_TIMEOUT_S:.0f} s "
+                "(is the npm registry reachable?)"
+            ) from None
+        out.seek(0)
+        output = out.read()
+    if proc.returncode != 0:
+        hint = ""
+        lowered = output.lower()
+        if any(s in lowered for s in ("enotfound", "eai_again", "econnrefused", "etimedout")):
+            hint = " The npm registry is unreachable (offline?)."
+        raise DevChainError(
+            f"`npm install` in {root} failed (exit {proc.returncode}).{hint} "
+            f"anvil comes from the npm package {ANVIL_NPM_PACKAGE}; run `npm install` there "
+            f"once while online.\n--- npm output ---\n{output[-4000:]}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The token
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _compiled_token() -> tuple[bytes, list[dict[str, Any]]]:
+    """(runtime bytecode, ABI) of the dev USDC, compiled once per process."""
+    import vyper  # type: ignore[import-untyped]  # no type information published
+
+    out = vyper.compile_code(
+        TOKEN_SOURCE.read_text(),
+        contract_path=str(TOKEN_SOURCE),
+        output_formats=["bytecode_runtime", "abi"],
+    )
+    runtime = bytes.fromhex(str(out["bytecode_runtime"]).removeprefix("0x"))
+    return runtime, cast(list[dict[str, Any]], out["abi"])
+
+
+def token_abi() -> list[dict[str, Any]]:
+    """ABI of the dev USDC (the bytes-signature `transferWithAuthorization` overload is served
+    by the fallback, so it is not listed: x402's own ABI constant covers it)."""
+    return _compiled_token()[1]
+
+
+def usdc_defaults(chain_id: int) -> tuple[str, str, str]:
+    """(address, EIP-712 name, EIP-712 version) of USDC on `chain_id`, from x402's defaults."""
+    from x402.mechanisms.evm.default_assets import get_default_asset
+
+    try:
+        asset = get_default_asset(f"eip155:{chain_id}")
+    except Exception as exc:
+        raise DevChainError(
+            f"x402 knows no default USDC for chain {chain_id}: pass address/name/version"
+        ) from exc
+    return str(asset["asset"]), str(asset["name"]), str(asset["version"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The chain
+# ---------------------------------------------------------------------------------------------
+
+
+class DevChain:
+    """A throwaway anvil chain (context manager).
+
+    `relayer` is a fresh account (or `relayer_key`) funded with ETH, meant to pay gas for
+    settlement (x402's `FacilitatorWeb3Signer(private_key=..., rpc_url=chain.rpc_url)`). Setup
+    transactions (`initialize`, `mint`) are sent from anvil's own unlocked dev account, so they
+    never race the relayer's nonces.
+    """
+
+    def __init__(
+        self,
+        chain_id: int = DEFAULT_CHAIN_ID,
+        port: int | None = None,
+        *,
+        relayer_key: str | None = None,
+        log_file: Path | None = None,
+        project_root: Path = PROJECT_ROOT,
+        startup_timeout: float = STARTUP_TIMEOUT_S,
+    ) -> None:
+        self.chain_id = chain_id
+        self.relayer: LocalAccount = (
+            Account.from_key(relayer_key) if relayer_key else Account.create()
+        )
+        self.usdc_address: ChecksumAddress | None = None
+        self._requested_port = port
+        self._log_file = log_file
+        self._project_root = project_root
+        self._startup_timeout = startup_timeout
+        self._port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+        self._owns_log = False
+        self._w3: Web3 | None = None
+        self._setup_account: ChecksumAddress | None = None
+        self._lock = threading.RLock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> DevChain:
+        with self._lock:
+            if self._proc is not None:
+                return self
+            binary = anvil_binary(self._project_root)
+            self.usdc_address = None
+            self._open_log()
+            try:
+                attempts = 1 if self._requested_port else 3
+                for attempt in range(attempts):
+                    port = self._requested_port or _free_port()
+                    try:
+                        self._launch(binary, port)
+                        break
+                    except _PortInUse:
+                        if attempt == attempts - 1:
+                            raise DevChainError(f"anvil: port {port} is already in use") from None
+                atexit.register(self.stop)
+                self._after_start()
+            except BaseException:
+                self.stop()
+                raise
+            return self
+
+    def stop(self) -> None:
+        """Terminate anvil (its state is gone) and remove its temporary log. Idempotent."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                atexit.unregister(self.stop)
+                _terminate(proc)
+            if self._owns_log and self._log_path is not None:
+                self._log_path.unlink(missing_ok=True)
+                self._log_path = None
+            self._w3 = None
+
+    def __enter__(self) -> DevChain:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise DevChainError("DevChain is not started")
+        return self._port
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def network(self) -> str:
+        """CAIP-2 id as x402 v2 spells it (e.g. "eip155:8453")."""
+        return f"eip155:{self.chain_id}"
+
+    @property
+    def w3(self) -> Web3:
+        if self._w3 is None:
+            raise DevChainError("DevChain is not started")
+        return self._w3
+
+    def _open_log(self) -> None:
+        if self._log_file is not None:
+            self._log_path, self._owns_log = self._log_file, False
+        else:
+            fd, name = tempfile.mkstemp(prefix="engram-anvil-", suffix=".log")
+            os.close(fd)
+            self._log_path, self._owns_log = Path(name), True
+
+    def _launch(self, binary: Path, port: int) -> None:
+        """Start anvil on `port` and wait until it answers JSON-RPC with our chain id."""
+        assert self._log_path is not None
+        cmd = [
+            str(binary),
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--chain-id",
+            str(self.chain_id),
+            "--accounts",
+            "1",  # the unlocked setup account; the relayer is a separate key
+            "--quiet",  # errors still go to stderr (the log file)
+        ]
+        log.info("starting anvil: %s", " ".join(cmd))
+        log_offset = self._log_path.stat().st_size if self._log_path.exists() else 0
+        # Output goes to a file, not a pipe: nobody reads a pipe while anvil runs.
+        with open(self._log_path, "ab") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        url = f"http://{HOST}:{port}"
+        probe = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 2}))
+        deadline = time.monotonic() + self._startup_timeout
+        while True:
+            if proc.poll() is not None:
+                output = self._read_log(log_offset)
+                if "address already in use" in output.lower():
+                    raise _PortInUse
+                raise DevChainError(f"anvil exited with {proc.returncode}:\n{output[-4000:]}")
+            try:
+                answered: int | None = probe.eth.chain_id
+            except Exception:
+                answered = None
+            if answered is not None:
+                break
+            if time.monotonic() > deadline:
+                _terminate(proc)
+                raise DevChainError(
+                    f"anvil did not answer JSON-RPC on {url} within "
+                    f"{self._startup_timeout:.0f} s:\n{self._read_log(log_offset)[-4000:]}"
+                )
+            time.sleep(0.02)
+        if answered != self.chain_id:
+            _terminate(proc)
+            raise DevChainError(f"{url} answers chain id {answered}, not {self.chain_id}")
+        self._proc = proc
+        self._port = port
+        self._w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 30}))
+
+    def _after_start(self) -> None:
+        accounts = self.w3.eth.accounts
+        if not accounts:
+            raise DevChainError("anvil exposes no unlocked account")
+        self._setup_account = accounts[0]
+        self.set_eth_balance(self.relayer.address, RELAYER_ETH_WEI)
+
+    def _read_log(self, offset: int = 0) -> str:
+        if self._log_path is None:
+            return ""
+        try:
+            with open(self._log_path, errors="replace") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    # -- raw helpers ---------------------------------------------------------------------------
+
+    def rpc(self, method: str, params: list[Any]) -> Any:
+        """Call any JSON-RPC method (e.g. anvil_*, evm_*); raises on an error response."""
+        return self.w3.manager.request_blocking(RPCEndpoint(method), params)
+
+    def set_eth_balance(self, address: str, wei: int) -> None:
+        self.rpc("anvil_setBalance", [Web3.to_checksum_address(address), hex(wei)])
+
+    def eth_balance(self, address: str) -> int:
+        return int(self.w3.eth.get_balance(Web3.to_checksum_address(address)))
+
+    def _send_setup_tx(self, to: ChecksumAddress, data: HexStr) -> None:
+        if self._setup_account is None:
+            raise DevChainError("DevChain is not started")
+        tx: TxParams = {"from": self._setup_account, "to": to, "data": data}
+        tx_hash = self.w3.eth.send_transaction(tx)
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT_S)
+        if receipt["status"] != 1:
+            raise DevChainError(f"setup transaction {tx_hash.hex()} to {to} reverted")
+
+    # -- the token -----------------------------------------------------------------------------
+
+    def install_usdc(
+        self,
+        address: str | None = None,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+    ) -> ChecksumAddress:
+        """Place the dev USDC at the real USDC address of this chain (or `address`) and store
+        its EIP-712 name/version (x402's defaults for this chain unless given). Idempotent.
+        Returns the checksummed token address."""
+        with self._lock:
+            if address is None or name is None or version is None:
+                default_address, default_name, default_version = usdc_defaults(self.chain_id)
+                address = address or default_address
+                name = name if name is not None else default_name
+                version = version if version is not None else default_version
+            token = Web3.to_checksum_address(address)
+            runtime, abi = _compiled_token()
+            contract = self.w3.eth.contract(address=token, abi=abi)
+            if bytes(self.w3.eth.get_code(token)) != runtime:
+                self.rpc("anvil_setCode", [token, "0x" + runtime.hex()])
+            if contract.functions.initialized().call():
+                stored = (contract.functions.name().call(), contract.functions.version().call())
+                if stored != (name, version):
+                    raise DevChainError(
+                        f"token at {token} is already initialised as {stored}, not "
+                        f"{(name, version)}"
+                    )
+            else:
+                data = contract.encode_abi("initialize", args=[name, version])
+                self._send_setup_tx(token, data)
+            self.usdc_address = token
+            return token
+
+    def _usdc(self) -> Any:
+        if self.usdc_address is None:
+            raise DevChainError("call install_usdc() first")
+        return self.w3.eth.contract(address=self.usdc_address, abi=token_abi())
+
+    def fund(self, address: str, usdc_atomic: int, eth_wei: int = 10**18) -> None:
+        """Mint `usdc_atomic` dev USDC to `address` and add `eth_wei` to its ETH balance."""
+        with self._lock:
+            account = Web3.to_checksum_address(address)
+            if eth_wei:
+                self.set_eth_balance(account, self.eth_balance(account) + eth_wei)
+            if usdc_atomic:
+                usdc = self._usdc()
+                data = usdc.encode_abi("mint", args=[account, usdc_atomic])
+                self._send_setup_tx(usdc.address, data)
+
+    def usdc_balance(self, address: str) -> int:
+        return int(self._usdc().functions.balanceOf(Web3.to_checksum_address(address)).call())
+
+    def authorization_used(self, address: str, nonce_hex: str) -> bool:
+        """EIP-3009 `authorizationState(authorizer, nonce)`: has this nonce been used?"""
+        nonce = bytes.fromhex(nonce_hex.removeprefix("0x"))
+        if len(nonce) != 32:
+            raise ValueError(f"nonce must be 32 bytes, got {len(nonce)}")
+        usdc = self._usdc()
+        return bool(
+            usdc.functions.authorizationState(Web3.to_checksum_address(address), nonce).call()
+        )
+
+
+class _PortInUse(Exception):
+    pass
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+__all__ = [
+    "DEFAULT_CHAIN_ID",
+    "DevChain",
+    "DevChainError",
+    "anvil_binary",
+    "token_abi",
+    "usdc_defaults",
+]
