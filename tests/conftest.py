@@ -7,15 +7,20 @@ every query is scoped to a wallet.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
+import uvicorn
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar import Litestar
@@ -83,6 +88,36 @@ def wallet() -> LocalAccount:
 @pytest.fixture
 def other_wallet() -> LocalAccount:
     return Account.create()
+
+
+@contextlib.contextmanager
+def served(app: Litestar, startup_timeout: float = 60) -> Iterator[str]:
+    """Serve `app` with uvicorn in a thread (its lifespan and pool live in that thread's loop),
+    for clients that need a real HTTP server; yields the base URL."""
+    # Bind the socket first and hand it to uvicorn: no one can take the port in between.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + startup_timeout
+    while True:
+        assert thread.is_alive(), "uvicorn exited while starting (see the log above)"
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"no /health in {startup_timeout} s"
+        time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
 
 
 def auth(account: LocalAccount, ts: int | None = None) -> dict[str, str]:

@@ -3,16 +3,11 @@ every endpoint Engram implements without an exception and parses the values Engr
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
-import uvicorn
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from memoclaw import AsyncMemoClaw, MemoClaw
@@ -21,40 +16,16 @@ from memoclaw.types import StoreInput, UpdateInput
 
 from app.asgi import create_app
 from app.config import Settings
+from tests.conftest import served
 
 STARTUP_TIMEOUT_S = 60
 
 
 @pytest.fixture(scope="module")
 def base_url(settings: Settings) -> Iterator[str]:
-    """Engram served by uvicorn in a thread. It gets its own app instance: the session `client`
-    fixture runs the shared app's lifespan (and pool) in the test event loop, not this one."""
-    app = create_app(settings)
-    # Bind the socket ourselves and hand it to uvicorn, so no other process can take the port
-    # between choosing it and listening on it.
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        assert thread.is_alive(), "uvicorn exited while starting (see the log above)"
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"no /health in {STARTUP_TIMEOUT_S} s"
-        time.sleep(0.05)
-    try:
+    """Engram served by uvicorn in a thread, with its own app instance and pool."""
+    with served(create_app(settings)) as url:
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
 
 
 def _client_kwargs(base_url: str, tmp_path: Path) -> dict[str, object]:

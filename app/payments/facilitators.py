@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Any, Protocol
 
 from x402 import x402FacilitatorSync
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
@@ -29,9 +29,40 @@ class Facilitator(Protocol):
     ) -> SettleResponse: ...
 
 
+class ResyncingWeb3Signer(FacilitatorWeb3Signer):
+    """x402 2.25's signer reserves the relayer's next nonce before sending. When the node refuses
+    the send (no gas money, a bad fee), that nonce is never used, and every later settlement
+    queues behind the gap until it times out. Forgetting the reservation on a failed send makes
+    the next one start again from the node's pending count."""
+
+    def write_contract(self, *args: Any, **kwargs: Any) -> str:
+        try:
+            return super().write_contract(*args, **kwargs)
+        except Exception:
+            self._forget_reserved_nonces()
+            raise
+
+    def send_transaction(self, to: str, data: bytes) -> str:
+        try:
+            return super().send_transaction(to, data)
+        except Exception:
+            self._forget_reserved_nonces()
+            raise
+
+    def _forget_reserved_nonces(self) -> None:
+        with self._nonce_lock:
+            self._next_nonce = None
+
+
 class LocalFacilitator:
-    def __init__(self, relayer_key: str, rpc_url: str, network_caip2: str) -> None:
-        signer = FacilitatorWeb3Signer(private_key=relayer_key, rpc_url=rpc_url)
+    def __init__(
+        self, relayer_key: str, rpc_url: str, network_caip2: str, settle_timeout_seconds: float
+    ) -> None:
+        signer = ResyncingWeb3Signer(
+            private_key=relayer_key,
+            rpc_url=rpc_url,
+            confirmation_timeout_seconds=settle_timeout_seconds,
+        )
         self._facilitator = x402FacilitatorSync()
         # simulate_in_settle: without it x402 2.25 sends a replayed nonce on chain, where it
         # reverts at the relayer's cost; with it the replay is refused before anything is sent.
@@ -51,12 +82,16 @@ class LocalFacilitator:
 
 
 def build_facilitator(
-    facilitator_url: str | None, relayer_key: str | None, rpc_url: str | None, network_caip2: str
+    facilitator_url: str | None,
+    relayer_key: str | None,
+    rpc_url: str | None,
+    network_caip2: str,
+    settle_timeout_seconds: float = 30,
 ) -> Facilitator | None:
     """The configured facilitator, or None when payments cannot be settled here."""
     if facilitator_url:
         client: Facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url))
         return client
     if relayer_key and rpc_url:
-        return LocalFacilitator(relayer_key, rpc_url, network_caip2)
+        return LocalFacilitator(relayer_key, rpc_url, network_caip2, settle_timeout_seconds)
     return None

@@ -1,0 +1,109 @@
+"""Test support for payments: a paying agent's side of x402, made with real signatures.
+
+`sign_proof` builds an EIP-3009 authorization by hand so every field can be wrong on purpose;
+`reference_payment` goes through the x402 package's own client, unmodified.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from eth_account.messages import encode_typed_data
+from eth_account.signers.local import LocalAccount
+from x402 import x402Client
+from x402.http.utils import (
+    decode_payment_required_header,
+    encode_payment_signature_header,
+    safe_base64_encode,
+)
+from x402.mechanisms.evm.exact import ExactEvmClientScheme
+from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.schemas import PaymentPayload, PaymentRequired
+
+TRANSFER_TYPES = {
+    "EIP712Domain": [
+        {"name": "name", "type": "string"},
+        {"name": "version", "type": "string"},
+        {"name": "chainId", "type": "uint256"},
+        {"name": "verifyingContract", "type": "address"},
+    ],
+    "TransferWithAuthorization": [
+        {"name": "from", "type": "address"},
+        {"name": "to", "type": "address"},
+        {"name": "value", "type": "uint256"},
+        {"name": "validAfter", "type": "uint256"},
+        {"name": "validBefore", "type": "uint256"},
+        {"name": "nonce", "type": "bytes32"},
+    ],
+}
+
+
+def offer_of(response: Any) -> dict[str, Any]:
+    """The v2 offer in a 402's PAYMENT-REQUIRED header, as JSON (camelCase)."""
+    required = decode_payment_required_header(response.headers["PAYMENT-REQUIRED"])
+    assert isinstance(required, PaymentRequired)
+    return required.accepts[0].model_dump(by_alias=True)
+
+
+def sign_proof(
+    payer: LocalAccount,
+    offer: dict[str, Any],
+    *,
+    version: int = 2,
+    value: int | None = None,
+    to: str | None = None,
+    valid_after: int = 0,
+    valid_before: int | None = None,
+    nonce: str | None = None,
+    chain_id: int | None = None,
+    name: str | None = None,
+    network: str | None = None,
+    signer: LocalAccount | None = None,
+) -> tuple[str, str]:
+    """(header name, header value) for an EIP-3009 payment of `offer`, with any field overridden."""
+    authorization = {
+        "from": payer.address,
+        "to": to or offer["payTo"],
+        "value": str(int(offer["amount"]) if value is None else value),
+        "validAfter": str(valid_after),
+        "validBefore": str(valid_before if valid_before is not None else int(time.time()) + 300),
+        "nonce": nonce or "0x" + secrets.token_hex(32),
+    }
+    typed = {
+        "types": TRANSFER_TYPES,
+        "primaryType": "TransferWithAuthorization",
+        "domain": {
+            "name": name or offer["extra"]["name"],
+            "version": offer["extra"]["version"],
+            "chainId": chain_id or int(offer["network"].split(":")[1]),
+            "verifyingContract": offer["asset"],
+        },
+        "message": {**authorization, "value": int(authorization["value"]),
+                    "validAfter": int(authorization["validAfter"]),
+                    "validBefore": int(authorization["validBefore"])},
+    }  # fmt: skip
+    signature = (signer or payer).sign_message(encode_typed_data(full_message=typed)).signature
+    inner = {"signature": "0x" + signature.hex().removeprefix("0x"), "authorization": authorization}
+    if version == 1:
+        v1_network = (
+            network or {"eip155:8453": "base", "eip155:84532": "base-sepolia"}[offer["network"]]
+        )
+        body = {"x402Version": 1, "scheme": "exact", "network": v1_network, "payload": inner}
+        return "X-PAYMENT", safe_base64_encode(json.dumps(body))
+    accepted = {**offer, **({"network": network} if network else {})}
+    body = {"x402Version": 2, "accepted": accepted, "payload": inner}
+    return "PAYMENT-SIGNATURE", safe_base64_encode(json.dumps(body))
+
+
+async def reference_payment(payer: LocalAccount, response: Any) -> dict[str, str]:
+    """What x402's reference client sends to pay the 402 `response`."""
+    required = decode_payment_required_header(response.headers["PAYMENT-REQUIRED"])
+    assert isinstance(required, PaymentRequired)
+    client = x402Client()
+    client.register(required.accepts[0].network, ExactEvmClientScheme(EthAccountSigner(payer)))
+    payload = await client.create_payment_payload(required)
+    assert isinstance(payload, PaymentPayload)
+    return {"PAYMENT-SIGNATURE": encode_payment_signature_header(payload)}
