@@ -81,7 +81,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it; SIGTERM's default action
     # would kill us right there, before `database()` stops the embedded PostgreSQL. Exit instead.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with database(settings) as ready:
+    with contextlib.ExitStack() as stack:
+        if args.dev_chain:
+            from app.payments.devmode import dev_chain
+
+            settings = stack.enter_context(dev_chain(settings))
+        ready = stack.enter_context(database(settings))
         migrate(ready)
         app = create_app(ready)
         uvicorn.run(app, host=ready.host, port=ready.port, log_level="info", access_log=False)
@@ -117,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API (embedded PostgreSQL unless configured)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
+    serve.add_argument(
+        "--dev-chain",
+        action="store_true",
+        help="take x402 payments on a local anvil chain with a demo USDC wallet (offline)",
+    )
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
         func=cmd_migrate

@@ -4,6 +4,7 @@ it on SIGTERM and keeps the data for the next start; a mismatched embedder confi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -76,9 +77,9 @@ def postmasters(pgdata: Path) -> list[int]:
     return pids
 
 
-def start_serve(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(data_dir: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = run_engram(["serve", "--port", str(port)], engram_env(data_dir), log)
+    proc = run_engram(["serve", "--port", str(port), *extra], engram_env(data_dir), log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
@@ -180,3 +181,30 @@ def test_embedding_dimension_mismatch_fails_fast(data_dir: Path, command: list[s
     assert "ENGRAM_EMBED_DIMS=384" in output and "fresh database" in output, output
     assert "Traceback" not in output, output
     assert postmasters(data_dir / "pgdata") == [], "embedded PostgreSQL left running"
+
+
+def test_dev_chain_example_agent_pays_offline(tmp_path: Path) -> None:
+    """README: `engram serve --dev-chain`, then the example agent spends its free tier, meets
+    the 402, pays it with x402's reference client and prints the transaction of its paid call."""
+    data = tmp_path / "dev"
+    log = tmp_path / "serve.log"
+    proc, url = start_serve(data, log, "--dev-chain")
+    try:
+        out = tmp_path / "agent.log"
+        with out.open("w") as sink:
+            done = subprocess.run(
+                [sys.executable, "-m", "app.examples.paying_agent", "--url", url],
+                stdout=sink, stderr=subprocess.STDOUT, timeout=120, env=engram_env(data),
+            )  # fmt: skip
+        text = out.read_text()
+        assert done.returncode == 0, text
+        assert text.count("on the free tier") == 3, text
+        assert "402 on /v1/store" in text, text
+        assert re.search(r"paid store: memory [0-9a-f-]{36} stored; tx 0x[0-9a-f]{64}", text), text
+        assert "recall: The production build is green" in text, text
+    finally:
+        stop_serve(proc, data, log)
+    rpc = re.search(r"anvil at (http://127\.0\.0\.1:\d+)", log.read_text())
+    assert rpc, log.read_text()
+    with pytest.raises(httpx.TransportError):  # the dev chain stopped with the server
+        httpx.post(rpc.group(1), json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"})

@@ -1,0 +1,58 @@
+"""`engram serve --dev-chain`: Engram taking real x402 payments on a local chain, offline.
+
+A local anvil chain (Base's chain id 8453) gets a USDC-like EIP-3009 token at the real Base USDC
+address, so stock x402 clients pay it unchanged; a demo wallet is funded with 100 USDC and a small
+free tier makes the 402 arrive quickly. Keys here are public test keys, for this chain only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+
+from eth_account import Account
+
+from app.config import Settings
+from app.payments.devchain import DevChain
+
+log = logging.getLogger("engram")
+
+# anvil's well-known test accounts #1 and #2 (published with Foundry; never use on a real chain)
+DEMO_WALLET_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+DEV_PAY_TO_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+DEMO_WALLET_USDC = 100_000_000  # 100 USDC
+DEV_FREE_TIER_CALLS = 3
+
+
+@contextlib.contextmanager
+def dev_chain(settings: Settings) -> Iterator[Settings]:
+    with DevChain(chain_id=8453) as chain:
+        chain.install_usdc()
+        demo = Account.from_key(DEMO_WALLET_KEY)
+        chain.fund(demo.address, DEMO_WALLET_USDC)
+        pay_to = Account.from_key(DEV_PAY_TO_KEY).address
+        free_calls = (
+            settings.free_tier_calls
+            if os.environ.get("ENGRAM_FREE_TIER_CALLS")
+            else DEV_FREE_TIER_CALLS
+        )
+        url = f"http://{settings.host}:{settings.port}"
+        print(
+            f"dev chain: anvil at {chain.rpc_url} (chain 8453), USDC at {chain.usdc_address}\n"
+            f"  demo wallet {demo.address} holds 100 USDC; its key: {DEMO_WALLET_KEY}\n"
+            f"  payments go to {pay_to}; free tier: {free_calls} calls per wallet\n"
+            f"  try: python -m app.examples.paying_agent --url {url}",
+            flush=True,
+        )
+        yield replace(
+            settings,
+            free_tier_calls=free_calls,
+            x402_network="base",
+            x402_pay_to=pay_to,
+            x402_facilitator_url=None,
+            x402_rpc_url=chain.rpc_url,
+            x402_relayer_key=chain.relayer.key.hex(),
+        )
