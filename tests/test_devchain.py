@@ -9,7 +9,6 @@ with the vyper package.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -436,30 +435,6 @@ def test_base_sepolia_domain() -> None:
     assert not sepolia.running
     with pytest.raises(Exception):  # noqa: B017 - any connection error: the chain is gone
         _ = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 2})).eth.chain_id
-
-
-@pytest.mark.skipif(os.environ.get("ENGRAM_DEVCHAIN_TIMINGS") != "1", reason="timing report")
-async def test_timings() -> None:  # pragma: no cover - informational
-    t0 = time.perf_counter()
-    with DevChain() as dev:
-        t1 = time.perf_counter()
-        dev.install_usdc()
-        t2 = time.perf_counter()
-        signer = FacilitatorWeb3Signer(private_key=dev.relayer.key.hex(), rpc_url=dev.rpc_url)
-        facilitator = x402Facilitator()
-        facilitator.register([dev.network], ExactEvmFacilitatorScheme(signer))
-        payer = funded_payer(dev)
-        requirements = requirements_for(dev, Account.create().address)
-        payload = await pay(payer, requirements)
-        t3 = time.perf_counter()
-        assert (await facilitator.verify(payload, requirements)).is_valid
-        t4 = time.perf_counter()
-        assert (await facilitator.settle(payload, requirements)).success
-        t5 = time.perf_counter()
-    print(
-        f"\nanvil start {t1 - t0:.3f}s, install_usdc {t2 - t1:.3f}s, "
-        f"verify {t4 - t3:.3f}s, settle {t5 - t4:.3f}s"
-    )
 
 
 def test_missing_npm_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
