@@ -5,6 +5,8 @@ idempotent replay and one-proof concurrency."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import secrets
 import time
 import uuid
@@ -31,6 +33,7 @@ from app.asgi import create_app
 from app.config import Settings
 from app.payments.devchain import DevChain
 from tests.conftest import auth, served
+from tests.facilitator_wire import LocalFacilitatorServer
 from tests.x402_support import offer_of, reference_payment, sign_proof
 
 BASE_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
@@ -385,3 +388,33 @@ async def test_payments_list_is_private(paid: AsyncTestClient, other_wallet) -> 
 
 def test_random_nonce_helper_is_random() -> None:
     assert secrets.token_hex(32) != secrets.token_hex(32)
+
+
+# ---- a remote facilitator ----------------------------------------------------------------------
+
+
+async def test_remote_facilitator_over_http(settings, chain, pay_to, payer, database_url) -> None:
+    """ENGRAM_X402_FACILITATOR_URL: verify and settle go over x402's HTTP facilitator protocol,
+    with Engram's own requirements (never the client's copy)."""
+    with LocalFacilitatorServer(chain.relayer.key.hex(), chain.rpc_url, "eip155:8453") as remote:
+        app = create_app(replace(settings, free_tier_calls=0, x402_pay_to=pay_to,
+                                 x402_facilitator_url=remote.url))  # fmt: skip
+        async with AsyncTestClient(app=app) as client:
+            body = {"content": f"Remotely settled {uuid.uuid4()}"}
+            r = await _challenge(client, payer, body=body)
+            offer = offer_of(r)
+            tampered = {**offer, "amount": "1"}  # the client's copy claims a smaller price
+            name, value = sign_proof(payer, offer)
+            proof = json.loads(base64.b64decode(value))
+            proof["accepted"] = tampered
+            value = base64.b64encode(json.dumps(proof).encode()).decode()
+            r = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
+            assert r.status_code == 201, r.text
+            assert decode_payment_response_header(r.headers["PAYMENT-RESPONSE"]).success
+    assert [req["path"] for req in remote.requests] == ["/verify", "/settle"]
+    for req in remote.requests:
+        assert req["body"]["paymentRequirements"]["amount"] == "5000"
+        assert req["body"]["paymentRequirements"]["payTo"] == pay_to
+        assert req["body"]["paymentPayload"]["accepted"]["amount"] == "5000"
+    assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
+    assert await _count_memories(database_url, payer.address) == 1
