@@ -31,7 +31,7 @@ from app.payments.capture import capture_paid_response, mark_paid_call
 from app.payments.controller import PaymentsController
 from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
-from app.payments.network import network_named
+from app.payments.network import configured_network
 from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service
 from app.shared.store import build_shared_store
 
@@ -60,7 +60,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     free_tier = FreeTier(settings.free_tier_calls)
     shared = build_shared_store(settings.redis_url)
-    network = network_named(settings.x402_network)
+    network = configured_network(
+        settings.x402_network,
+        settings.x402_asset,
+        settings.x402_asset_name,
+        settings.x402_asset_version,
+        settings.x402_asset_decimals,
+    )
     x402 = X402Service(
         network=network,
         pay_to=settings.x402_pay_to,
@@ -98,7 +104,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "shared": shared,
             "embedder": embedder,
             "free_tier": free_tier,
-            "payment_gate": Gate(free_tier, x402),
+            "payment_gate": Gate(free_tier, x402, settings.prices_usd),
             "memory_service": MemoryService(embedder),
             "version": _version(),
         }

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
+
+from app.payments.prices import DEFAULT_PRICES_USD, price_list
 
 # Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
 # at 512 dims; offline default: all-MiniLM-L6-v2, 384 dims).
@@ -55,6 +58,12 @@ class Settings:
     x402_rpc_url: str | None = None
     x402_relayer_key: str | None = None
     x402_max_timeout_seconds: int = 300
+    # A token other than the network's USDC (address, EIP-712 name and version, decimals)
+    x402_asset: str | None = None
+    x402_asset_name: str | None = None
+    x402_asset_version: str | None = None
+    x402_asset_decimals: int | None = None
+    prices_usd: dict[str, Decimal] = field(default_factory=lambda: dict(DEFAULT_PRICES_USD))
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -90,4 +99,9 @@ class Settings:
             x402_rpc_url=_env("ENGRAM_X402_RPC_URL"),
             x402_relayer_key=_env("ENGRAM_X402_RELAYER_KEY"),
             x402_max_timeout_seconds=_env_int("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300),
+            x402_asset=_env("ENGRAM_X402_ASSET"),
+            x402_asset_name=_env("ENGRAM_X402_ASSET_NAME"),
+            x402_asset_version=_env("ENGRAM_X402_ASSET_VERSION"),
+            x402_asset_decimals=_env_int("ENGRAM_X402_ASSET_DECIMALS", 0) or None,
+            prices_usd=price_list(os.environ),
         )

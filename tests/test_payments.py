@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -32,6 +33,7 @@ from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, R
 from app.asgi import create_app
 from app.config import Settings
 from app.payments.devchain import DevChain
+from app.payments.prices import price_list
 from tests.conftest import auth, served
 from tests.facilitator_wire import LocalFacilitatorServer
 from tests.x402_support import offer_of, reference_payment, sign_proof
@@ -418,3 +420,26 @@ async def test_remote_facilitator_over_http(settings, chain, pay_to, payer, data
         assert req["body"]["paymentPayload"]["accepted"]["amount"] == "5000"
     assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
     assert await _count_memories(database_url, payer.address) == 1
+
+
+async def test_prices_and_asset_are_configuration(settings, chain, pay_to, wallet) -> None:
+    token = "0x00000000000000000000000000000000000C0FFE"
+    prices = {**settings.prices_usd, "store": Decimal("0.01")}
+    app = create_app(paid_settings(
+        settings, chain, pay_to, prices_usd=prices, x402_asset=token,
+        x402_asset_name="Test Dollar", x402_asset_version="7",
+    ))  # fmt: skip
+    async with AsyncTestClient(app=app) as client:
+        store = await client.post("/v1/store", json={"content": "x"}, headers=auth(wallet))
+        recall = await client.post("/v1/recall", json={"query": "x"}, headers=auth(wallet))
+    assert offer_of(store)["amount"] == "10000" and offer_of(recall)["amount"] == "5000"
+    assert offer_of(store)["asset"] == token
+    assert offer_of(store)["extra"] == {"name": "Test Dollar", "version": "7"}
+
+
+def test_price_list_reads_overrides_and_refuses_nonsense() -> None:
+    prices = price_list({"ENGRAM_PRICE_RECALL": "0.002"})
+    assert prices["recall"] == Decimal("0.002") and prices["store"] == Decimal("0.005")
+    for bad in ("free", "-1", "0"):
+        with pytest.raises(SystemExit):
+            price_list({"ENGRAM_PRICE_STORE": bad})

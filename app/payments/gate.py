@@ -13,6 +13,7 @@ workers); the payment is listed under both in GET /v1/payments.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn, Protocol
@@ -52,17 +53,21 @@ class PaymentGate(Protocol):
 
 
 class Gate:
-    def __init__(self, free_tier: FreeTier, x402: X402Service) -> None:
+    def __init__(
+        self, free_tier: FreeTier, x402: X402Service, prices_usd: Mapping[str, Decimal]
+    ) -> None:
         self.free_tier = free_tier
         self.x402 = x402
+        self.prices_usd = prices_usd
 
     async def authorize(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge:
         wallet: str | None = request.scope.get("user")
-        price = price_of(request.scope.get("route_handler"))
-        if price is None:
+        kind = price_of(request.scope.get("route_handler"))
+        if kind is None:
             if wallet is not None:
                 await self._note_remaining(request, conn, wallet)
             return NO_CHARGE
+        price = self.prices_usd[kind]
         payment = await self.x402.accept(request, conn, price)
         if payment is not None:
             owner = wallet or payment.proof.authorization.payer

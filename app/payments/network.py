@@ -6,7 +6,7 @@ differ: "USD Coin" on Base, "USDC" on Base Sepolia; the wrong one fails as a bad
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from x402.mechanisms.evm.default_assets import get_default_asset
@@ -54,3 +54,28 @@ def network_named(name: str) -> Network:
         raise SystemExit(
             f"ENGRAM_X402_NETWORK={name!r} is not supported; use one of {sorted(NETWORKS)}"
         ) from None
+
+
+def configured_network(
+    name: str,
+    asset: str | None = None,
+    asset_name: str | None = None,
+    asset_version: str | None = None,
+    decimals: int | None = None,
+) -> Network:
+    """The named network, with its token replaced when one is configured."""
+    network = network_named(name)
+    if asset is None:
+        return network
+    if not (asset_name and asset_version):
+        raise SystemExit(
+            "ENGRAM_X402_ASSET needs ENGRAM_X402_ASSET_NAME and ENGRAM_X402_ASSET_VERSION (the"
+            " token's EIP-712 domain), or payments would fail as bad signatures"
+        )
+    return replace(
+        network,
+        asset=asset,
+        asset_name=asset_name,
+        asset_version=asset_version,
+        decimals=decimals or network.decimals,
+    )
