@@ -32,22 +32,12 @@ from x402.mechanisms.evm.signers import EthAccountSigner, FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
 
 from app.payments.devchain import DevChain, DevChainError, anvil_binary, token_abi, usdc_defaults
+from tests.x402_support import TRANSFER_TYPES
 
 BASE = 8453
 BASE_SEPOLIA = 84532
 PRICE = 5000  # $0.005 in USDC atomic units
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-
-TRANSFER_WITH_AUTHORIZATION_TYPES = {
-    "TransferWithAuthorization": [
-        {"name": "from", "type": "address"},
-        {"name": "to", "type": "address"},
-        {"name": "value", "type": "uint256"},
-        {"name": "validAfter", "type": "uint256"},
-        {"name": "validBefore", "type": "uint256"},
-        {"name": "nonce", "type": "bytes32"},
-    ]
-}
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +105,7 @@ def typed_authorization(
                 {"name": "chainId", "type": "uint256"},
                 {"name": "verifyingContract", "type": "address"},
             ],
-            **TRANSFER_WITH_AUTHORIZATION_TYPES,
+            "TransferWithAuthorization": TRANSFER_TYPES["TransferWithAuthorization"],
         },
         "primaryType": "TransferWithAuthorization",
         "domain": {
@@ -141,43 +131,28 @@ def simulate(chain: DevChain, data: str) -> None:
     chain.w3.eth.call({"from": chain.relayer.address, "to": chain.usdc_address, "data": data})
 
 
+def _authorization_args(typed: dict[str, Any]) -> list[Any]:
+    m = typed["message"]
+    nonce = bytes.fromhex(m["nonce"][2:])
+    return [m["from"], m["to"], m["value"], m["validAfter"], m["validBefore"], nonce]
+
+
 def bytes_overload_call(chain: DevChain, typed: dict[str, Any], signature: bytes) -> str:
     assert chain.usdc_address is not None
     token = chain.w3.eth.contract(
         address=chain.usdc_address, abi=TRANSFER_WITH_AUTHORIZATION_BYTES_ABI
     )
-    m = typed["message"]
     return token.encode_abi(
-        "transferWithAuthorization",
-        args=[
-            m["from"],
-            m["to"],
-            m["value"],
-            m["validAfter"],
-            m["validBefore"],
-            bytes.fromhex(m["nonce"][2:]),
-            signature,
-        ],
+        "transferWithAuthorization", args=[*_authorization_args(typed), signature]
     )
 
 
 def vrs_overload_call(chain: DevChain, typed: dict[str, Any], v: int, r: int, s: int) -> str:
     assert chain.usdc_address is not None
     token = chain.w3.eth.contract(address=chain.usdc_address, abi=token_abi())
-    m = typed["message"]
     return token.encode_abi(
         "transferWithAuthorization",
-        args=[
-            m["from"],
-            m["to"],
-            m["value"],
-            m["validAfter"],
-            m["validBefore"],
-            bytes.fromhex(m["nonce"][2:]),
-            v,
-            r.to_bytes(32, "big"),
-            s.to_bytes(32, "big"),
-        ],
+        args=[*_authorization_args(typed), v, r.to_bytes(32, "big"), s.to_bytes(32, "big")],
     )
 
 

@@ -13,15 +13,13 @@ from typing import Any
 
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
-from x402 import x402Client
 from x402.http.utils import (
     decode_payment_required_header,
-    encode_payment_signature_header,
     safe_base64_encode,
 )
-from x402.mechanisms.evm.exact import ExactEvmClientScheme
-from x402.mechanisms.evm.signers import EthAccountSigner
-from x402.schemas import PaymentPayload, PaymentRequired
+from x402.schemas import PaymentRequired
+
+from app.examples.paying_agent import pay
 
 TRANSFER_TYPES = {
     "EIP712Domain": [
@@ -99,11 +97,5 @@ def sign_proof(
 
 
 async def reference_payment(payer: LocalAccount, response: Any) -> dict[str, str]:
-    """What x402's reference client sends to pay the 402 `response`."""
-    required = decode_payment_required_header(response.headers["PAYMENT-REQUIRED"])
-    assert isinstance(required, PaymentRequired)
-    client = x402Client()
-    client.register(required.accepts[0].network, ExactEvmClientScheme(EthAccountSigner(payer)))
-    payload = await client.create_payment_payload(required)
-    assert isinstance(payload, PaymentPayload)
-    return {"PAYMENT-SIGNATURE": encode_payment_signature_header(payload)}
+    """What x402's reference client sends to pay the 402 `response` (the example agent's way)."""
+    return await pay(payer, response)
