@@ -443,3 +443,28 @@ def test_price_list_reads_overrides_and_refuses_nonsense() -> None:
     for bad in ("free", "-1", "0"):
         with pytest.raises(SystemExit):
             price_list({"ENGRAM_PRICE_STORE": bad})
+
+
+async def test_permit2_proofs_are_refused_clearly(paid: AsyncTestClient, payer) -> None:
+    """Engram offers EIP-3009 only (Permit2 needs the x402 proxy contract on chain)."""
+    r = await _challenge(paid, payer)
+    offer = offer_of(r)
+    permit2 = {
+        "x402Version": 2,
+        "accepted": offer,
+        "payload": {
+            "signature": "0x" + "11" * 65,
+            "permit2Authorization": {
+                "permitted": {"token": offer["asset"], "amount": offer["amount"]},
+                "from": payer.address, "spender": "0x402085c248EeA27D92E8b30b2C58ed07f9E20001",
+                "nonce": "1", "deadline": str(int(time.time()) + 300),
+                "witness": {"to": offer["payTo"], "validAfter": "0"},
+            },
+        },
+    }  # fmt: skip
+    value = base64.b64encode(json.dumps(permit2).encode()).decode()
+    r = await paid.post("/v1/store", json={"content": "x"},
+                        headers={**auth(payer), "PAYMENT-SIGNATURE": value})  # fmt: skip
+    assert r.status_code == 402
+    assert r.json()["error"]["details"]["reason"] == "invalid_payload"
+    assert "EIP-3009" in r.json()["error"]["message"]
