@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from litestar import Litestar
 from litestar.config.app import AppConfig
@@ -14,17 +15,25 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.ai.embedders import build_embedder
+from app.ai.facts import build_fact_model
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
 from app.api.health import health
+from app.api.ratelimit import RateLimitMiddleware
 from app.auth.controller import FreeTierController
 from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
 from app.auth.signature import WalletVerifier
 from app.config import Settings
+from app.consolidate.controller import ConsolidateController
+from app.consolidate.service import ConsolidateService
+from app.context.controller import ContextController
+from app.context.service import ContextService
 from app.db.pool import asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_pgvector
 from app.db.transaction import provide_transaction
+from app.ingest.controller import IngestController
+from app.ingest.service import IngestService
 from app.memory.controller import MemoryController
 from app.memory.service import MemoryService
 from app.payments.capture import capture_paid_response, mark_paid_call
@@ -43,12 +52,13 @@ def _version() -> str:
         return "0.0.0"
 
 
-def _memory_service(state: State) -> MemoryService:
-    return state.memory_service  # type: ignore[no-any-return]
+def _from_state(name: str) -> Provide:
+    """A dependency that hands out one of the services built in create_app."""
 
+    def provide(state: State) -> Any:
+        return state[name]
 
-def _free_tier(state: State) -> FreeTier:
-    return state.free_tier  # type: ignore[no-any-return]
+    return Provide(provide, sync_to_thread=False)
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -59,6 +69,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims
     )
     free_tier = FreeTier(settings.free_tier_calls)
+    facts = build_fact_model(settings.openai_api_key, settings.llm_base_url, settings.llm_model)
+    memories = MemoryService(embedder)
     shared = build_shared_store(settings.redis_url)
     network = configured_network(
         settings.x402_network,
@@ -105,18 +117,35 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "embedder": embedder,
             "free_tier": free_tier,
             "payment_gate": Gate(free_tier, x402, settings.prices_usd),
-            "memory_service": MemoryService(embedder),
+            "memory_service": memories,
+            "ingest": IngestService(memories, facts),
+            "consolidation": ConsolidateService(memories, facts),
+            "contexts": ContextService(memories, facts),
             "version": _version(),
         }
     )
     config = AppConfig(
-        route_handlers=[health, FreeTierController, MemoryController, PaymentsController],
+        route_handlers=[
+            health,
+            FreeTierController,
+            MemoryController,
+            IngestController,
+            ConsolidateController,
+            ContextController,
+            PaymentsController,
+        ],
         dependencies={
             "conn": Provide(provide_transaction),
-            "memory_service": Provide(_memory_service, sync_to_thread=False),
-            "free_tier": Provide(_free_tier, sync_to_thread=False),
+            **{
+                name: _from_state(name)
+                for name in ("memory_service", "free_tier", "ingest", "consolidation", "contexts")
+            },
         },
-        middleware=[WalletAuthMiddleware(WalletVerifier(settings.auth_window_seconds))],
+        # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
+        middleware=[
+            WalletAuthMiddleware(WalletVerifier(settings.auth_window_seconds)),
+            RateLimitMiddleware(shared, settings.rate_limit_per_minute),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         before_send=[add_response_headers],
         before_request=mark_paid_call,

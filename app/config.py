@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+from app.api.ratelimit import OVERALL_PER_MINUTE
 from app.payments.prices import DEFAULT_PRICES_USD, price_list
 
 # Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
@@ -43,11 +44,16 @@ class Settings:
     port: int = 8000
     free_tier_calls: int = 100
     auth_window_seconds: int = 300
+    # Requests per minute per wallet (IP when anonymous), all routes together; 0 disables this
+    # overall limit. Routes' own limits (`limited(n)` in the handler's opt) apply regardless.
+    rate_limit_per_minute: int = OVERALL_PER_MINUTE
     max_body_bytes: int = 64 * 1024
     openai_api_key: str | None = None
     embed_base_url: str | None = None
     embed_model: str | None = None
     embed_dims: int | None = None
+    llm_base_url: str | None = None  # any OpenAI-compatible chat endpoint
+    llm_model: str | None = None  # default gpt-4o-mini
     db_pool_min: int = 2
     db_pool_max: int = 20
     # x402: where payments go and who settles them (see app/payments/). Payments are accepted
@@ -87,10 +93,13 @@ class Settings:
             host=_env("ENGRAM_HOST", "127.0.0.1") or "127.0.0.1",
             port=_env_int("ENGRAM_PORT", 8000),
             free_tier_calls=_env_int("ENGRAM_FREE_TIER_CALLS", 100),
+            rate_limit_per_minute=_env_int("ENGRAM_RATE_LIMIT_PER_MINUTE", OVERALL_PER_MINUTE),
             openai_api_key=_env("OPENAI_API_KEY"),
             embed_base_url=_env("ENGRAM_EMBED_BASE_URL"),
             embed_model=_env("ENGRAM_EMBED_MODEL"),
             embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
+            llm_base_url=_env("ENGRAM_LLM_BASE_URL"),
+            llm_model=_env("ENGRAM_LLM_MODEL"),
             db_pool_min=_env_int("ENGRAM_DB_POOL_MIN", 2),
             db_pool_max=_env_int("ENGRAM_DB_POOL_MAX", 20),
             x402_network=_env("ENGRAM_X402_NETWORK", "base") or "base",

@@ -56,7 +56,11 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, free_tier_calls=100, db_pool_max=30)
+    # No overall rate limit on the shared app: it serves the whole session from one client IP,
+    # some tests from one wallet at > 100 calls/min. tests/test_ratelimit.py tests the limits.
+    return Settings(
+        database_url=database_url, free_tier_calls=100, db_pool_max=30, rate_limit_per_minute=0
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,11 @@
-"""A local HTTP server speaking OpenAI's embeddings wire format, for tests of the remote path.
+"""A local HTTP server speaking OpenAI's embeddings and chat-completions wire formats, for tests
+of the remote paths.
 
 Vectors are a hashed bag of words (deterministic, and texts sharing words are similar), so recall
-through it is meaningful. Every request body is recorded so tests can check what Engram sent.
+through it is meaningful. Chat completions answer Engram's structured-output requests (chosen by
+json_schema name) deterministically: extract echoes each user turn as a fact, merge joins the
+memories, summarize keeps the first max_words words. Tests can queue failures, stalls and canned
+answers. Every request body is recorded so tests can check what Engram sent.
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ import hashlib
 import json
 import re
 import threading
+import time
+from collections import deque
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,16 +35,69 @@ def bag_of_words_vector(text: str, dims: int) -> list[float]:
 class JsonHandler(BaseHTTPRequestHandler):
     """Replies JSON and keeps pytest output clean."""
 
-    def _reply(self, status: int, payload: dict[str, Any]) -> None:
+    def _reply(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         raw = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(raw)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(raw)
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _fake_extract(data: dict[str, Any]) -> dict[str, Any]:
+    facts = []
+    for message in data.get("conversation", []):
+        if message.get("role") != "user":
+            continue
+        words = [w for w in re.findall(r"[a-z]+", message["content"].lower()) if len(w) >= 3]
+        facts.append(
+            {
+                "content": message["content"],
+                "importance": 0.6,
+                "memory_type": "general",
+                "tags": words[:2] or ["chat"],
+            }
+        )
+    return {"facts": facts}
+
+
+def _fake_merge(data: dict[str, Any]) -> dict[str, Any]:
+    return {"content": " ".join(dict.fromkeys(data["memories"]))}
+
+
+def _fake_summarize(data: dict[str, Any]) -> dict[str, Any]:
+    words = " ".join(data["memories"]).split()
+    return {"summary": " ".join(words[: int(data["max_words"])])}
+
+
+FAKE_ANSWERS = {
+    "engram_extract_facts": _fake_extract,
+    "engram_merge_memories": _fake_merge,
+    "engram_summarize_memories": _fake_summarize,
+}
+
+
+@dataclass
+class CannedReply:
+    """What the next chat completion answers instead of the fake model."""
+
+    status: int = 200
+    content: str | None = None  # the message content verbatim (valid JSON or not)
+    total_tokens: int | None = None
+    refusal: str | None = None
+    finish_reason: str = "stop"
+    stall_seconds: float = 0.0  # sleep this long first (client timeouts)
 
 
 class _Handler(JsonHandler):
@@ -46,6 +106,8 @@ class _Handler(JsonHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         self.server.requests.append({"path": self.path, "body": body})
+        if self.path == "/v1/chat/completions":
+            return self._chat(body)
         if self.path != "/v1/embeddings":
             return self._reply(404, {"error": {"message": "not found"}})
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
@@ -65,16 +127,86 @@ class _Handler(JsonHandler):
             },
         )
 
+    def _chat(self, body: dict[str, Any]) -> None:
+        canned = self.server.next_canned()
+        if canned.stall_seconds:
+            time.sleep(canned.stall_seconds)
+        if canned.status != 200:
+            text = "rate limited" if canned.status == 429 else "upstream exploded"
+            headers = {"retry-after": "0"} if canned.status == 429 else {}
+            error = {"message": text, "type": "server_error", "code": None}
+            return self._reply(canned.status, {"error": error}, headers)
+        response_format = body.get("response_format") or {}
+        if response_format.get("type") != "json_schema":
+            error = {"message": "response_format json_schema required", "type": "invalid_request"}
+            return self._reply(400, {"error": error})
+        schema_name = response_format["json_schema"]["name"]
+        if canned.content is not None or canned.refusal is not None:
+            content = canned.content
+        elif schema_name in FAKE_ANSWERS:
+            data = json.loads(body["messages"][-1]["content"])
+            content = json.dumps(FAKE_ANSWERS[schema_name](data))
+        else:
+            return self._reply(400, {"error": {"message": f"unknown schema {schema_name}"}})
+        prompt_tokens = sum(_words(m["content"]) for m in body["messages"])
+        completion_tokens = _words(content or "")
+        total = canned.total_tokens
+        if total is None:
+            total = prompt_tokens + completion_tokens
+        message = {"role": "assistant", "content": content, "refusal": canned.refusal}
+        self._reply(
+            200,
+            {
+                "id": f"chatcmpl-{len(self.server.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": canned.finish_reason,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": total,
+                },
+            },
+        )
+
 
 class OpenAICompatibleServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
+        self._canned: deque[CannedReply] = deque()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the chat-completion requests received, oldest first."""
+        return [r["body"] for r in self.requests if r["path"] == "/v1/chat/completions"]
+
+    def fail_next(self, count: int, status: int = 500) -> None:
+        """The next `count` chat completions answer `status` (429 carries retry-after: 0)."""
+        self.queue(*(CannedReply(status=status) for _ in range(count)))
+
+    def queue(self, *replies: CannedReply) -> None:
+        """Chat completions answer these, in order, before the fake model answers again."""
+        with self._lock:
+            self._canned.extend(replies)
+
+    def next_canned(self) -> CannedReply:
+        with self._lock:
+            return self._canned.popleft() if self._canned else CannedReply()
 
     def __enter__(self) -> OpenAICompatibleServer:
         self._thread.start()

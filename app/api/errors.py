@@ -13,6 +13,8 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from app.ai.facts import FactModelError
+
 log = logging.getLogger("engram.errors")
 
 # Handlers see every request, whatever its user and state.
@@ -79,6 +81,11 @@ class Conflict(ApiError):
 class InvalidInput(ApiError):
     status_code = 422
     code = "VALIDATION_ERROR"
+
+
+class RateLimitExceeded(ApiError):
+    status_code = 429
+    code = "RATE_LIMIT_EXCEEDED"
 
 
 class ServiceUnavailable(ApiError):
@@ -149,6 +156,15 @@ def handle_http_exception(_: AnyRequest, exc: HTTPException) -> ErrorResponse:
     return _render(status, code, _clean_detail(exc.detail), {}, dict(exc.headers or {}))
 
 
+def handle_fact_model_error(_: AnyRequest, exc: FactModelError) -> ErrorResponse:
+    log.warning("language model failed: %s", exc)
+    return _render(
+        503, "SERVICE_UNAVAILABLE",
+        f"The language model behind this call failed: {exc}. Nothing was stored; retry later.",
+        {"tokens_used": exc.tokens_used, "attempts": exc.attempts}, {"Retry-After": "5"},
+    )  # fmt: skip
+
+
 def handle_unexpected(_: AnyRequest, exc: Exception) -> ErrorResponse:
     log.exception("unhandled error", exc_info=exc)
     return _render(
@@ -163,6 +179,7 @@ def _clean_detail(detail: str) -> str:
 EXCEPTION_HANDLERS = {
     ReplayedResponse: handle_replayed_response,
     ApiError: handle_api_error,
+    FactModelError: handle_fact_model_error,
     HTTPException: handle_http_exception,
     Exception: handle_unexpected,
 }

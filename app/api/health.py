@@ -9,11 +9,14 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import ServiceUnavailable
 from app.api.params import MaybeWalletRequest
+from app.api.ratelimit import unlimited
 from app.auth.middleware import EXCLUDE_OPT_KEY
 from app.db import repository
 
 
-@get("/health", opt={EXCLUDE_OPT_KEY: True}, status_code=HTTP_200_OK, tags=["health"])
+@get(
+    "/health", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, status_code=HTTP_200_OK, tags=["health"]
+)
 async def health(request: MaybeWalletRequest) -> dict[str, Any]:
     state = request.app.state
     try:

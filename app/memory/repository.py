@@ -208,6 +208,17 @@ async def update(
     )
 
 
+async def set_metadata_many(
+    conn: asyncpg.Connection, wallet: str, metadata: dict[UUID, dict[str, Any]]
+) -> None:
+    await conn.execute(
+        """UPDATE memories m SET metadata = u.metadata, updated_at = now()
+           FROM unnest($2::uuid[], $3::jsonb[]) AS u(id, metadata)
+           WHERE m.id = u.id AND m.user_id = $1 AND NOT m.immutable""",
+        wallet, list(metadata), list(metadata.values()),
+    )  # fmt: skip
+
+
 async def soft_delete(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> list[UUID]:
     rows = await conn.fetch(
         f"""UPDATE memories m SET deleted_at = now(), updated_at = now()
@@ -328,6 +339,43 @@ async def recall_candidates(
     )
     hits = int(rows[0]["vector_hits"]) if rows else 0
     return rows, hits
+
+
+async def neighbours(
+    conn: asyncpg.Connection,
+    wallet: str,
+    namespace: str,
+    embedding: np.ndarray,
+    exclude: list[UUID],
+    limit: int,
+    min_similarity: float,
+) -> list[asyncpg.Record]:
+    """A wallet's memories closest to `embedding` in a namespace, at or above a similarity."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        f"""SELECT id, similarity FROM (
+                SELECT m.id, 1 - (m.embedding <=> $3) AS similarity FROM memories m
+                WHERE m.user_id = $1 AND m.namespace = $2 AND {LIVE}
+                  AND m.id <> ALL($4::uuid[])
+                ORDER BY m.embedding <=> $3 LIMIT $5
+            ) near WHERE similarity >= $6""",
+        wallet, namespace, embedding, exclude, limit, min_similarity,
+    )  # fmt: skip
+    return rows
+
+
+async def embeddings_of_wallet(
+    conn: asyncpg.Connection, wallet: str, namespace: str | None
+) -> list[asyncpg.Record]:
+    """Every live memory of a wallet (or one namespace) with its embedding, for consolidation."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        f"""SELECT m.id, m.namespace, m.content, m.embedding, m.importance, m.pinned, m.immutable,
+                   m.metadata, m.access_count, m.created_at, m.memory_type
+            FROM memories m
+            WHERE m.user_id = $1 AND ($2::text IS NULL OR m.namespace = $2) AND {LIVE}
+            ORDER BY m.namespace, m.created_at""",
+        wallet, namespace,
+    )  # fmt: skip
+    return rows
 
 
 async def namespaces(conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:

@@ -134,7 +134,11 @@ class MemoryService:
         return outcome, embedded.tokens
 
     async def store_batch(
-        self, conn: asyncpg.Connection, wallet: str, items: list[StoreIn]
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        items: list[StoreIn],
+        near_dedup: bool = True,
     ) -> tuple[list[StoreOutcome], int]:
         now = now_utc()
         prepared = [prepare_store(item, now, f"memories[{i}].") for i, item in enumerate(items)]
@@ -142,16 +146,39 @@ class MemoryService:
         outcomes = []
         for p, vector in zip(prepared, embedded.vectors, strict=True):
             # Earlier items of the batch are visible to later ones, so the batch dedups itself.
-            outcomes.append(await self._write(conn, wallet, p, vector))
+            outcomes.append(await self._write(conn, wallet, p, vector, near_dedup))
         return outcomes, embedded.tokens
 
+    async def create_exact(
+        self, conn: asyncpg.Connection, wallet: str, fields: MemoryFields
+    ) -> tuple[asyncpg.Record, int]:
+        """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
+        embedded = await self.embedder.embed([fields.content])
+        row = await repo.insert(
+            conn,
+            NewMemory(
+                wallet=wallet,
+                fields=fields,
+                importance=DEFAULT_IMPORTANCE if fields.importance is None else fields.importance,
+                content_hash=content_digest(fields.content),
+                embedding=embedded.vectors[0],
+                embedding_model=self.embedder.model_name,
+            ),
+        )
+        return row, embedded.tokens
+
     async def _write(
-        self, conn: asyncpg.Connection, wallet: str, p: MemoryFields, vector: np.ndarray
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        p: MemoryFields,
+        vector: np.ndarray,
+        near_dedup: bool = True,
     ) -> StoreOutcome:
         digest = content_digest(p.content)
         await repo.lock_content(conn, wallet, p.namespace, digest)
         duplicate = await repo.find_same_content(conn, wallet, p.namespace, digest)
-        if duplicate is None:
+        if duplicate is None and near_dedup:
             near = await repo.nearest(conn, wallet, p.namespace, vector)
             if near is not None and near[1] >= DEDUP_SIMILARITY:
                 duplicate = near[0]

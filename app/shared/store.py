@@ -12,6 +12,8 @@ from typing import Protocol
 
 import redis.asyncio as redis
 
+_SWEEP_INTERVAL_SECONDS = 60.0
+
 
 class SharedStore(Protocol):
     async def claim(self, key: str, ttl_seconds: float) -> bool:
@@ -36,6 +38,17 @@ class InProcessStore:
         self._expiry: dict[str, float] = {}
         self._counts: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self._next_sweep = 0.0
+
+    def _sweep(self, now: float) -> None:
+        """Drop expired keys once in a while: keys that are never read again (a past rate-limit
+        window, a used nonce) would otherwise stay in memory for good."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + _SWEEP_INTERVAL_SECONDS
+        for key in [key for key, expiry in self._expiry.items() if expiry <= now]:
+            del self._expiry[key]
+            self._counts.pop(key, None)
 
     def _live(self, key: str, now: float) -> bool:
         expiry = self._expiry.get(key)
@@ -48,6 +61,7 @@ class InProcessStore:
     async def claim(self, key: str, ttl_seconds: float) -> bool:
         async with self._lock:
             now = time.monotonic()
+            self._sweep(now)
             if self._live(key, now):
                 return False
             self._expiry[key] = now + ttl_seconds
@@ -61,6 +75,7 @@ class InProcessStore:
     async def hit(self, key: str, window_seconds: int) -> int:
         async with self._lock:
             now = time.monotonic()
+            self._sweep(now)
             if not self._live(key, now):
                 self._expiry[key] = now + window_seconds
                 self._counts[key] = 0

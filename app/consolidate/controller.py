@@ -1,0 +1,42 @@
+"""HTTP for POST /v1/memories/consolidate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.params import Conn, WalletRequest
+from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
+from app.consolidate.schemas import ConsolidateIn
+from app.consolidate.service import ConsolidateService
+from app.payments import prices
+from app.payments.prices import paid
+
+
+class ConsolidateController(Controller):
+    path = "/v1/memories/consolidate"
+    tags = ["consolidation"]
+
+    @post(
+        "/", opt={**paid(prices.LLM_CALL), **limited(LLM_ROUTE_PER_MINUTE)}, status_code=HTTP_200_OK
+    )
+    async def consolidate(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        consolidation: NamedDependency[ConsolidateService],
+        data: JSONBody[ConsolidateIn],
+    ) -> dict[str, Any]:
+        report = await consolidation.consolidate(conn, request.user, data)
+        return {
+            "clusters_found": len(report.clusters),
+            "memories_merged": report.memories_merged,
+            "memories_created": report.memories_created,
+            "clusters": report.clusters,
+            "dry_run": data.dry_run,
+            "tokens_used": report.tokens_used,
+        }

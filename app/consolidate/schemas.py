@@ -1,0 +1,16 @@
+"""Wire struct for POST /v1/memories/consolidate (memoclaw-api.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from app.memory.schemas import Name, StrictStruct
+
+
+class ConsolidateIn(StrictStruct):
+    min_similarity: Annotated[float, Meta(ge=0.5, le=1.0)] = 0.85
+    mode: Literal["rule", "llm"] = "rule"
+    namespace: Name | None = None
+    dry_run: bool = False

@@ -1,0 +1,37 @@
+"""HTTP for POST /v1/context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.params import Conn, WalletRequest
+from app.context.schemas import ContextIn
+from app.context.service import ContextService
+from app.payments import prices
+from app.payments.prices import paid
+
+
+class ContextController(Controller):
+    path = "/v1/context"
+    tags = ["context"]
+
+    @post("/", opt=paid(prices.LLM_CALL), status_code=HTTP_200_OK)
+    async def context(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        contexts: NamedDependency[ContextService],
+        data: JSONBody[ContextIn],
+    ) -> dict[str, Any]:
+        block = await contexts.build(conn, request.user, data)
+        return {
+            "context": block.context,
+            "memories_used": block.memories_used,
+            "tokens": block.tokens,
+            "tokens_used": block.tokens_used,
+        }

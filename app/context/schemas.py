@@ -1,0 +1,21 @@
+"""Wire struct for POST /v1/context (limits: memoclaw-api.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from app.memory.schemas import MAX_RECALL_QUERY_CHARS, Name, OptionalName, StrictStruct
+
+
+class ContextIn(StrictStruct):
+    query: Annotated[str, Meta(min_length=1, max_length=MAX_RECALL_QUERY_CHARS)]
+    namespace: Name | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+    max_memories: Annotated[int, Meta(ge=1, le=100)] = 10
+    max_tokens: Annotated[int, Meta(ge=100, le=16_000)] = 2000
+    format: Literal["text", "structured"] = "text"
+    include_metadata: bool = False
+    summarize: bool = False

@@ -1,0 +1,77 @@
+"""HTTP for extract, ingest and migrate (MemoClaw's paths and response shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from app.api.params import Conn, WalletRequest
+from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
+from app.ingest.schemas import ConversationIn, MigrateIn
+from app.ingest.service import ExtractOutcome, IngestService, conversation_of, scope_of
+from app.payments import prices
+from app.payments.prices import paid
+
+Ingest = NamedDependency[IngestService]
+
+
+def _extract_response(outcome: ExtractOutcome) -> dict[str, Any]:
+    return {
+        "memory_ids": outcome.stored.ids,
+        "facts_extracted": len(outcome.facts),
+        "facts_stored": outcome.stored.created,
+        "facts_deduplicated": outcome.stored.deduplicated,
+        "tokens_used": outcome.tokens,
+    }
+
+
+class IngestController(Controller):
+    path = "/v1"
+    tags = ["extraction"]
+
+    @post(
+        "/memories/extract",
+        opt={**paid(prices.LLM_CALL), **limited(LLM_ROUTE_PER_MINUTE)},
+        status_code=HTTP_200_OK,
+    )
+    async def extract(
+        self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[ConversationIn]
+    ) -> dict[str, Any]:
+        outcome = await ingest.extract(
+            conn, request.user, conversation_of(data),
+            scope_of(data.namespace, data.session_id, data.agent_id),
+        )  # fmt: skip
+        return _extract_response(outcome)
+
+    @post("/ingest", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
+    async def ingest_conversation(
+        self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[ConversationIn]
+    ) -> dict[str, Any]:
+        outcome = await ingest.ingest(
+            conn, request.user, conversation_of(data),
+            scope_of(data.namespace, data.session_id, data.agent_id), data.auto_relate,
+        )  # fmt: skip
+        return {**_extract_response(outcome), "relations_created": outcome.relations_created}
+
+    @post("/migrate", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
+    async def migrate(
+        self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[MigrateIn]
+    ) -> dict[str, Any]:
+        stored, processed, errors = await ingest.migrate(
+            conn, request.user, data.files,
+            scope_of(data.namespace, data.session_id, data.agent_id), data.auto_tag,
+        )  # fmt: skip
+        body: dict[str, Any] = {
+            "memory_ids": stored.ids,
+            "files_processed": processed,
+            "memories_created": stored.created,
+            "memories_deduplicated": stored.deduplicated,
+            "tokens_used": stored.tokens,
+        }
+        if errors:
+            body["errors"] = errors
+        return body

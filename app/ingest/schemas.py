@@ -1,0 +1,42 @@
+"""Wire structs for turning conversations and files into memories (limits: memoclaw-api.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta
+
+from app.memory.schemas import Content, Name, OptionalName, StrictStruct
+
+MAX_MESSAGES = 100
+MAX_FILES = 50
+MAX_SECTION_CHARS = 8000
+
+
+class MessageIn(StrictStruct):
+    role: Annotated[str, Meta(min_length=1, max_length=32)]
+    content: Content
+
+
+class ConversationIn(StrictStruct):
+    """`messages` (the SDK and docs) or `text` (MemoClaw's CLI and MCP): at least one."""
+
+    messages: Annotated[list[MessageIn], Meta(max_length=MAX_MESSAGES)] | None = None
+    text: Annotated[str, Meta(min_length=1, max_length=60_000)] | None = None
+    namespace: Name | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+    auto_relate: bool = False
+
+
+class FileIn(StrictStruct):
+    filename: Annotated[str, Meta(min_length=1, max_length=255)]
+    content: Annotated[str, Meta(max_length=60_000)]
+
+
+class MigrateIn(StrictStruct):
+    files: Annotated[list[FileIn], Meta(min_length=1, max_length=MAX_FILES)]
+    namespace: Name | None = None
+    session_id: OptionalName | None = None
+    agent_id: OptionalName | None = None
+    auto_tag: bool = False
