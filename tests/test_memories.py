@@ -241,9 +241,10 @@ async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:
     b = (await store(client, wallet, FACTS[22]))["id"]
     frozen = (await store(client, wallet, FACTS[23], immutable=True))["id"]
     missing = "00000000-0000-0000-0000-000000000000"
+    new_content = f"{FACTS[24]} ({wallet.address})"  # unique: no embedding-cache hit
     updates = [
         {"id": a, "importance": 0.1},
-        {"id": b, "content": FACTS[24]},
+        {"id": b, "content": new_content},
         {"id": frozen, "pinned": True},
         {"id": missing, "pinned": True},
     ]
@@ -253,7 +254,7 @@ async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:
     assert body["updated"] == 2 and body["failed"] == 2 and body["tokens_used"] > 0
     assert [x["updated"] for x in body["results"]] == [True, True, False, False]
     assert {e["status"] for e in body["errors"]} == {409, 404}
-    assert (await client.get(f"/v1/memories/{b}", headers=h)).json()["content"] == FACTS[24]
+    assert (await client.get(f"/v1/memories/{b}", headers=h)).json()["content"] == new_content
     r = await client.post(
         "/v1/memories/batch-update", json={"updates": [{"id": a, "importance": 0.7}]}, headers=h
     )
