@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     free_tier = FreeTier(settings.free_tier_calls)
     facts = build_fact_model(settings.openai_api_key, settings.llm_base_url, settings.llm_model)
-    memories = MemoryService(embedder)
+    memories = MemoryService(embedder, settings.recall_access_boost)
     shared = build_shared_store(settings.redis_url)
     network = configured_network(
         settings.x402_network,

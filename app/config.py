@@ -52,6 +52,7 @@ class Settings:
     embed_base_url: str | None = None
     embed_model: str | None = None
     embed_dims: int | None = None
+    recall_access_boost: bool = True  # the contract's access boost; see app/memory/scoring.py
     llm_base_url: str | None = None  # any OpenAI-compatible chat endpoint
     llm_model: str | None = None  # default gpt-4o-mini
     db_pool_min: int = 2
@@ -98,6 +99,8 @@ class Settings:
             embed_base_url=_env("ENGRAM_EMBED_BASE_URL"),
             embed_model=_env("ENGRAM_EMBED_MODEL"),
             embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
+            recall_access_boost=_env("ENGRAM_RECALL_ACCESS_BOOST", "1")
+            not in ("0", "false", "off"),
             llm_base_url=_env("ENGRAM_LLM_BASE_URL"),
             llm_model=_env("ENGRAM_LLM_MODEL"),
             db_pool_min=_env_int("ENGRAM_DB_POOL_MIN", 2),

@@ -36,6 +36,8 @@ async def test_score_matches_the_formula_by_hand(
     content = "The quarterly planning meeting moved to the large conference room"
     query = "where is the planning meeting"
     memory_id = await _store(client, wallet, content, importance=0.7, memory_type="decision")
+    # a second memory that matches the query's words better: keyword_match is relative to it
+    await _store(client, wallet, "Planning meeting: where the planning meeting is held")
     days_old, days_since_access, accesses = 10.0, 4.0, 3
     conn = await _db(database_url)
     await conn.execute(
@@ -47,12 +49,15 @@ async def test_score_matches_the_formula_by_hand(
         days_since_access * 86400,
         accesses,
     )
-    keyword = await conn.fetchval(
-        "SELECT ts_rank_cd(tsv, replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')"
-        "::tsquery, 32) FROM memories WHERE id = $1",
-        memory_id,
+    # keyword_match: this memory's ts_rank over the best among the wallet's candidates
+    ranks = await conn.fetch(
+        "SELECT id, ts_rank(tsv, replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')"
+        "::tsquery, 0) AS rank FROM memories WHERE user_id = $1",
+        wallet.address.lower(),
         query,
     )
+    raw = {str(r["id"]): float(r["rank"]) for r in ranks}
+    keyword = raw[memory_id] / max(raw.values())
     await conn.close()
     vectors = (await LocalMiniLMEmbedder().embed([query, content])).vectors
     vector = float(np.dot(vectors[0], vectors[1]))
@@ -69,7 +74,7 @@ async def test_score_matches_the_formula_by_hand(
     expected = hybrid * context_importance * access_boost * type_decay
 
     assert signals["vector"] == pytest.approx(vector, abs=1e-4)
-    assert signals["keyword"] == pytest.approx(keyword, abs=1e-5) and keyword > 0
+    assert signals["keyword"] == pytest.approx(keyword, abs=1e-5) and 0 < keyword < 1
     assert signals["recency"] == pytest.approx(recency, abs=1e-4)
     assert signals["base_importance"] == pytest.approx(0.7)
     assert signals["effective_importance"] == pytest.approx(0.7)

@@ -324,12 +324,12 @@ async def recall_candidates(
         vec AS (SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT {n}),
         kw AS (
             SELECT m.id FROM memories m, q WHERE {where} AND m.tsv @@ q.tsq
-            ORDER BY ts_rank_cd(m.tsv, q.tsq, 32) DESC LIMIT {n}
+            ORDER BY ts_rank(m.tsv, q.tsq, 0) DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
         SELECT {COLUMNS},
                1 - (m.embedding <=> {vec}) AS vector_sim,
-               CASE WHEN m.tsv @@ q.tsq THEN ts_rank_cd(m.tsv, q.tsq, 32) ELSE 0 END
+               CASE WHEN m.tsv @@ q.tsq THEN ts_rank(m.tsv, q.tsq, 0) ELSE 0 END
                    AS keyword_match,
                {RELATION_COUNT} AS relation_count,
                (SELECT count(*) FROM vec) AS vector_hits

@@ -120,8 +120,9 @@ def merged_metadata(existing: dict[str, Any], incoming: dict[str, Any]) -> dict[
 
 
 class MemoryService:
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, access_boost: bool = True) -> None:
         self.embedder = embedder
+        self.access_boost = access_boost  # the contract's; see scoring.py for the option
 
     # ---- store -----------------------------------------------------------------------------
 
@@ -374,9 +375,10 @@ class MemoryService:
             # scan is then cheap) or filters starved it; an exact scan returns the true top k.
             rows, _ = await repo.recall_candidates(conn, f, vector, req.query, per_side, True)
         now = now_utc()
+        best_keyword = max((float(r["keyword_match"]) for r in rows), default=0.0)
         ranked = sorted(
             (
-                Recalled(row, _signals_of(row, now))
+                Recalled(row, _signals_of(row, now, best_keyword, self.access_boost))
                 for row in rows
                 if req.min_similarity <= 0 or float(row["vector_sim"]) >= req.min_similarity
             ),
@@ -387,10 +389,14 @@ class MemoryService:
         return ranked, embedded.tokens
 
 
-def _signals_of(row: asyncpg.Record, now: datetime) -> Signals:
+def _signals_of(
+    row: asyncpg.Record, now: datetime, best_keyword: float, access_boost: bool
+) -> Signals:
+    keyword = float(row["keyword_match"])
     return score_memory(
         vector_sim=float(row["vector_sim"]),
-        keyword_match=float(row["keyword_match"]),
+        # relative to the best keyword match among the candidates: 1.0 for the best
+        keyword_match=keyword / best_keyword if best_keyword > 0 else 0.0,
         importance=float(row["importance"]),
         memory_type=row["memory_type"],
         pinned=row["pinned"],
@@ -399,6 +405,7 @@ def _signals_of(row: asyncpg.Record, now: datetime) -> Signals:
         access_count=int(row["access_count"]),
         relation_count=int(row["relation_count"]),
         now=now,
+        use_access_boost=access_boost,
     )
 
 

@@ -76,3 +76,9 @@ def test_importance_counts_more_when_the_memory_is_relevant() -> None:
 
 def test_zero_importance_keeps_a_floor() -> None:
     assert score(importance=0.0).context_importance == scoring.CONTEXT_IMPORTANCE_FLOOR
+
+
+def test_access_boost_can_be_switched_off() -> None:
+    """ENGRAM_RECALL_ACCESS_BOOST=0: an often-recalled memory gains nothing from it."""
+    assert score(access_count=50, use_access_boost=False).access_boost == 1.0
+    assert score(access_count=50, use_access_boost=False).score == pytest.approx(score().score)
