@@ -28,13 +28,18 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(
             json_type, encoder=_dump_json, decoder=json.loads, schema="pg_catalog"
         )
-    for name, value in SESSION_SETTINGS.items():
-        await conn.execute(f"SET {name} = '{value}'")
 
 
 async def create_pool(dsn: str, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
+    # Startup parameters, not SETs in `init`: the pool runs RESET ALL whenever a connection is
+    # released, which returns settings to these defaults (a SET would be lost after one use).
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=_init_connection, command_timeout=60
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        command_timeout=60,
+        server_settings=SESSION_SETTINGS,
     )
     assert pool is not None
     return pool
