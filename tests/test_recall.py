@@ -68,7 +68,8 @@ async def test_score_matches_the_formula_by_hand(
 
     recency = math.exp(-days_old / 30)
     hybrid = vector * 0.55 + keyword * 0.25 + recency * 0.20
-    context_importance = 0.7 * (0.5 + 0.5 * vector)  # Engram's documented choice
+    relevance = (vector * 0.55 + keyword * 0.25) / 0.8  # Engram's documented choice
+    context_importance = 0.7 * (0.5 + 0.5 * relevance)
     access_boost = min(1 + accesses * 0.1, 2.0)
     type_decay = 0.5 ** (days_since_access / 90)  # decision: 90-day half-life
     expected = hybrid * context_importance * access_boost * type_decay

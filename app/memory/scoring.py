@@ -9,10 +9,12 @@ access_boost = min(1 + access_count × 0.1, 2.0), and the per-type half-lives.
 Left unpublished by MemoClaw, so Engram's own choices (documented in the README too):
 - effective_importance = min(1, importance + 0.02 × min(relation_count, 10)): a memory other
   memories point at is a little more important.
-- context_importance = effective_importance × (0.5 + 0.5 × vector_sim), floored at
-  CONTEXT_IMPORTANCE_FLOOR: importance counts fully only when the memory is about the query, so an
-  important but off-topic memory does not outrank a relevant ordinary one (the "importance boosted
-  by query relevance" MemoClaw describes). The floor keeps importance-0 memories recallable.
+- context_importance = effective_importance × (0.5 + 0.5 × relevance), floored at
+  CONTEXT_IMPORTANCE_FLOOR, where relevance = (0.55 × vector_sim + 0.25 × keyword_match) / 0.8 is
+  the query-dependent part of the hybrid score (bench/locomo.py, 2 conversations: R@10 0.673 with
+  vector_sim alone as the relevance, 0.686 so). Importance counts fully only when the memory is
+  about the query, so an important but off-topic memory does not outrank a relevant ordinary one
+  (the "importance boosted by query relevance" MemoClaw describes). The floor keeps importance-0 memories recallable.
 - type_decay = 0.5 ** (days_since_last_access / half_life), pinned memories exempt (1.0).
   The decay timer starts at the last access (accessed_at, which a recall resets), and each relation
   stretches the half-life by 10 % up to 2× (10 relations): connected memories decay slower.
@@ -86,8 +88,15 @@ def effective_importance(importance: float, relation_count: int) -> float:
     return min(1.0, importance + RELATION_IMPORTANCE_STEP * min(relation_count, RELATION_CAP))
 
 
-def context_importance(effective: float, vector_sim: float) -> float:
-    return max(effective * (0.5 + 0.5 * max(vector_sim, 0.0)), CONTEXT_IMPORTANCE_FLOOR)
+def query_relevance(vector_sim: float, keyword_match: float) -> float:
+    """The query-dependent part of the hybrid score, rescaled to 0..1."""
+    return (vector_sim * VECTOR_WEIGHT + keyword_match * KEYWORD_WEIGHT) / (
+        VECTOR_WEIGHT + KEYWORD_WEIGHT
+    )
+
+
+def context_importance(effective: float, relevance: float) -> float:
+    return max(effective * (0.5 + 0.5 * max(relevance, 0.0)), CONTEXT_IMPORTANCE_FLOOR)
 
 
 def half_life_days(memory_type: str, relation_count: int) -> float:
@@ -126,7 +135,7 @@ def score_memory(
     rec = recency(created_at, now)
     hybrid = vector_sim * VECTOR_WEIGHT + keyword_match * KEYWORD_WEIGHT + rec * RECENCY_WEIGHT
     eff = effective_importance(importance, relation_count)
-    ctx = context_importance(eff, vector_sim)
+    ctx = context_importance(eff, query_relevance(vector_sim, keyword_match))
     boost = access_boost(access_count) if use_access_boost else 1.0
     decay = type_decay(memory_type, pinned, accessed_at, relation_count, now)
     return Signals(

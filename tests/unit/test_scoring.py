@@ -24,7 +24,8 @@ def score(**overrides):
 def test_fresh_memory_score_by_hand() -> None:
     s = score()
     hybrid = 0.8 * 0.55 + 0.4 * 0.25 + 1.0 * 0.20
-    ctx = 0.5 * (0.5 + 0.5 * 0.8)
+    relevance = (0.8 * 0.55 + 0.4 * 0.25) / 0.8
+    ctx = 0.5 * (0.5 + 0.5 * relevance)
     assert s.recency == 1.0 and s.type_decay == 1.0 and s.access_boost == 1.0
     assert s.context_importance == pytest.approx(ctx)
     assert s.score == pytest.approx(hybrid * ctx)
@@ -68,8 +69,8 @@ def test_relations_slow_decay_and_lift_importance() -> None:
 
 
 def test_importance_counts_more_when_the_memory_is_relevant() -> None:
-    relevant = score(importance=1.0, vector_sim=1.0)
-    off_topic = score(importance=1.0, vector_sim=0.0)
+    relevant = score(importance=1.0, vector_sim=1.0, keyword_match=1.0)
+    off_topic = score(importance=1.0, vector_sim=0.0, keyword_match=0.0)
     assert relevant.context_importance == 1.0
     assert off_topic.context_importance == 0.5
 
