@@ -14,7 +14,8 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   the query-dependent part of the hybrid score (bench/locomo.py, 2 conversations: R@10 0.673 with
   vector_sim alone as the relevance, 0.686 so). Importance counts fully only when the memory is
   about the query, so an important but off-topic memory does not outrank a relevant ordinary one
-  (the "importance boosted by query relevance" MemoClaw describes). The floor keeps importance-0 memories recallable.
+  (the "importance boosted by query relevance" MemoClaw describes). The floor keeps
+  importance-0 memories recallable.
 - type_decay = 0.5 ** (days_since_last_access / half_life), pinned memories exempt (1.0).
   The decay timer starts at the last access (accessed_at, which a recall resets), and each relation
   stretches the half-life by 10 % up to 2× (10 relations): connected memories decay slower.
