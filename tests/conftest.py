@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 import uvicorn
@@ -122,6 +123,18 @@ def served(app: Litestar, startup_timeout: float = 60) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+async def count_memories(database_url: str, wallet: str) -> int:
+    """All rows of a wallet in memories, deleted ones included: what a request left behind."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE user_id = $1", wallet.lower()
+        )
+        return int(count)
+    finally:
+        await conn.close()
 
 
 def auth(account: LocalAccount, ts: int | None = None) -> dict[str, str]:

@@ -8,7 +8,7 @@ import asyncpg
 from eth_account import Account
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth
+from tests.conftest import auth, count_memories
 
 
 async def _used(database_url: str, address: str) -> int:
@@ -19,16 +19,6 @@ async def _used(database_url: str, address: str) -> int:
                 "SELECT coalesce((SELECT free_calls_used FROM wallets WHERE address = $1), 0)",
                 address.lower(),
             )
-        )
-    finally:
-        await conn.close()
-
-
-async def _memories(database_url: str, address: str) -> int:
-    conn = await asyncpg.connect(database_url)
-    try:
-        return int(
-            await conn.fetchval("SELECT count(*) FROM memories WHERE user_id = $1", address.lower())
         )
     finally:
         await conn.close()
@@ -88,7 +78,7 @@ async def test_exhausted_tier_goes_through_the_payment_seam(make_app, database_u
         # free endpoints still work with the tier used up
         assert (await small.get("/v1/memories", headers=auth(account))).status_code == 200
     assert await _used(database_url, account.address) == 2
-    assert await _memories(database_url, account.address) == 2
+    assert await count_memories(database_url, account.address) == 2
 
 
 async def test_200_concurrent_calls_use_exactly_the_tier(
@@ -113,6 +103,6 @@ async def test_200_concurrent_calls_use_exactly_the_tier(
     assert codes.count(402) == 100, codes
     assert await _used(database_url, account.address) == 100
     # near-identical texts merge (store dedups at cosine >= 0.95): every success is accounted for
-    assert await _memories(database_url, account.address) + deduplicated == 100
+    assert await count_memories(database_url, account.address) + deduplicated == 100
     status = (await client.get("/v1/free-tier/status", headers=headers)).json()
     assert status["free_tier_remaining"] == 0 and status["free_tier_used"] == 100

@@ -15,7 +15,6 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from eth_account import Account
@@ -34,7 +33,7 @@ from app.asgi import create_app
 from app.config import Settings
 from app.payments.devchain import DevChain
 from app.payments.prices import price_list
-from tests.conftest import auth, served
+from tests.conftest import auth, count_memories, served
 from tests.facilitator_wire import LocalFacilitatorServer
 from tests.x402_support import offer_of, reference_payment, sign_proof
 
@@ -78,16 +77,6 @@ def payer(chain: DevChain) -> LocalAccount:
     account: LocalAccount = Account.create()
     chain.fund(account.address, 1_000_000, eth_wei=0)  # gasless: the relayer pays gas
     return account
-
-
-async def _count_memories(database_url: str, wallet: str) -> int:
-    conn = await asyncpg.connect(database_url)
-    try:
-        return int(
-            await conn.fetchval("SELECT count(*) FROM memories WHERE user_id = $1", wallet.lower())
-        )
-    finally:
-        await conn.close()
 
 
 async def _challenge(paid: AsyncTestClient, account: LocalAccount, path: str = "/v1/store",
@@ -154,7 +143,7 @@ async def test_reference_client_pays_a_store_and_the_token_moves(
     assert receipt.success and receipt.transaction.startswith("0x")
     assert chain.usdc_balance(payer.address) == before_payer - PRICE
     assert chain.usdc_balance(pay_to) == before_pay_to + PRICE
-    assert await _count_memories(database_url, payer.address) == 1
+    assert await count_memories(database_url, payer.address) == 1
     payments = (await paid.get("/v1/payments", headers=auth(payer))).json()
     assert payments["total"] == 1
     assert payments["payments"][0]["tx_hash"] == receipt.transaction
@@ -221,7 +210,7 @@ async def test_reject_paths(paid: AsyncTestClient, chain, payer, database_url, c
     assert r.status_code == 402, r.text
     assert r.json()["error"]["details"]["reason"] == reason, r.text
     assert "PAYMENT-REQUIRED" in r.headers  # a fresh offer to pay correctly
-    assert await _count_memories(database_url, payer.address) == 0
+    assert await count_memories(database_url, payer.address) == 0
     assert chain.usdc_balance(payer.address) == 1_000_000
 
 
@@ -241,7 +230,7 @@ async def test_insufficient_balance(paid: AsyncTestClient, chain, database_url) 
     r = await paid.post("/v1/store", json={"content": "x"}, headers={**auth(poor), name: value})
     assert r.status_code == 402
     assert r.json()["error"]["details"]["reason"] == "invalid_exact_evm_insufficient_balance"
-    assert await _count_memories(database_url, poor.address) == 0
+    assert await count_memories(database_url, poor.address) == 0
 
 
 async def test_nonce_used_on_chain_elsewhere_is_refused(
@@ -289,7 +278,7 @@ async def test_replay_of_a_settled_proof(paid: AsyncTestClient, chain, payer, da
     other = await paid.post("/v1/store", json={"content": "another request"}, headers=headers)
     assert other.status_code == 402
     assert other.json()["error"]["details"]["reason"] == "invalid_exact_evm_nonce_already_used"
-    assert await _count_memories(database_url, payer.address) == 1
+    assert await count_memories(database_url, payer.address) == 1
 
 
 @pytest.mark.parametrize("guard", ["postgres", "redis"])
@@ -315,7 +304,7 @@ async def test_50_concurrent_requests_with_one_proof(
     assert len(served) + len(replays) + len(in_flight) == 50
     assert all(x.json() == served[0].json() for x in replays)
     assert all(x.json()["error"]["details"]["reason"] == "payment_in_flight" for x in in_flight)
-    assert await _count_memories(database_url, payer.address) == 1  # one handler run
+    assert await count_memories(database_url, payer.address) == 1  # one handler run
     assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE  # dropped once
     assert chain.usdc_balance(pay_to) == before + PRICE  # one transfer
 
@@ -338,7 +327,7 @@ async def test_failed_settle_leaves_no_memory(
     assert r.status_code == 402, r.text
     receipt = decode_payment_response_header(r.headers["PAYMENT-RESPONSE"])
     assert not receipt.success
-    assert await _count_memories(database_url, payer.address) == 0
+    assert await count_memories(database_url, payer.address) == 0
     assert chain.usdc_balance(payer.address) == 1_000_000
     # the refused send left no gap in the relayer's nonces: the next settlement goes through
     r = await _challenge(paid, payer, body=body)
@@ -419,7 +408,7 @@ async def test_remote_facilitator_over_http(settings, chain, pay_to, payer, data
         assert req["body"]["paymentRequirements"]["payTo"] == pay_to
         assert req["body"]["paymentPayload"]["accepted"]["amount"] == "5000"
     assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
-    assert await _count_memories(database_url, payer.address) == 1
+    assert await count_memories(database_url, payer.address) == 1
 
 
 async def test_prices_and_asset_are_configuration(settings, chain, pay_to, wallet) -> None:

@@ -155,18 +155,23 @@ class MemoryService:
     ) -> tuple[asyncpg.Record, int]:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         embedded = await self.embedder.embed([fields.content])
-        row = await repo.insert(
+        row = await self._insert(conn, wallet, fields, embedded.vectors[0])
+        return row, embedded.tokens
+
+    async def _insert(
+        self, conn: asyncpg.Connection, wallet: str, fields: MemoryFields, vector: np.ndarray
+    ) -> asyncpg.Record:
+        return await repo.insert(
             conn,
             NewMemory(
                 wallet=wallet,
                 fields=fields,
                 importance=DEFAULT_IMPORTANCE if fields.importance is None else fields.importance,
                 content_hash=content_digest(fields.content),
-                embedding=embedded.vectors[0],
+                embedding=vector,
                 embedding_model=self.embedder.model_name,
             ),
         )
-        return row, embedded.tokens
 
     async def _write(
         self,
@@ -185,18 +190,7 @@ class MemoryService:
                 duplicate = near[0]
         if duplicate is not None:
             return StoreOutcome(await self._merge(conn, duplicate, p), deduplicated=True)
-        row = await repo.insert(
-            conn,
-            NewMemory(
-                wallet=wallet,
-                fields=p,
-                importance=DEFAULT_IMPORTANCE if p.importance is None else p.importance,
-                content_hash=digest,
-                embedding=vector,
-                embedding_model=self.embedder.model_name,
-            ),
-        )
-        return StoreOutcome(row, deduplicated=False)
+        return StoreOutcome(await self._insert(conn, wallet, p, vector), deduplicated=False)
 
     async def _merge(
         self, conn: asyncpg.Connection, existing: asyncpg.Record, p: MemoryFields
