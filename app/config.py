@@ -71,7 +71,6 @@ class Settings:
     x402_asset_version: str | None = None
     x402_asset_decimals: int | None = None
     prices_usd: dict[str, Decimal] = field(default_factory=lambda: dict(DEFAULT_PRICES_USD))
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def uses_remote_embedder(self) -> bool:

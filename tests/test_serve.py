@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -96,14 +96,23 @@ def start_serve(data_dir: Path, log: Path, *extra: str) -> tuple[subprocess.Pope
         time.sleep(0.1)
 
 
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float, failure: Callable[[], str]) -> int:
+    """The process's exit code; the test fails (process killed) if it runs past `timeout`."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(failure())
+
+
 def stop_serve(proc: subprocess.Popen[bytes], data_dir: Path, log: Path) -> None:
     """SIGTERM must shut down the API and then the embedded PostgreSQL, and exit 0."""
     proc.send_signal(signal.SIGTERM)
-    try:
-        returncode = proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"engram serve ignored SIGTERM for {SHUTDOWN_TIMEOUT_S} s:\n{log.read_text()}")
+    returncode = wait_exit(
+        proc,
+        SHUTDOWN_TIMEOUT_S,
+        lambda: f"engram serve ignored SIGTERM for {SHUTDOWN_TIMEOUT_S} s:\n{log.read_text()}",
+    )
     output = log.read_text()
     assert returncode == 0, output
     assert "Traceback" not in output, output
@@ -168,11 +177,11 @@ def test_embedding_dimension_mismatch_fails_fast(data_dir: Path, command: list[s
     )
     started = time.monotonic()
     proc = run_engram(command, env, log)
-    try:
-        returncode = proc.wait(timeout=FAIL_FAST_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"engram {command[0]} did not fail within {FAIL_FAST_TIMEOUT_S} s")
+    returncode = wait_exit(
+        proc,
+        FAIL_FAST_TIMEOUT_S,
+        lambda: f"engram {command[0]} did not fail within {FAIL_FAST_TIMEOUT_S} s",
+    )
     output = log.read_text()
     assert returncode != 0, output
     assert time.monotonic() - started < FAIL_FAST_TIMEOUT_S

@@ -30,7 +30,7 @@ from app.payments import repository
 from app.payments.facilitators import Facilitator
 from app.payments.network import Network
 from app.payments.offers import Offer, challenge
-from app.payments.proofs import V2_HEADER, PaymentRejected, Proof, check_against_offer, read_proof
+from app.payments.proofs import PaymentRejected, Proof, check_against_offer, read_proof
 from app.shared.store import SharedStore
 
 log = logging.getLogger("engram.payments")
@@ -276,7 +276,3 @@ class X402Service:
 
     async def release(self, charge: X402Charge) -> None:
         await self.guard.release(charge.guard_key)
-
-
-def carries_proof(request: Request[Any, Any, Any]) -> bool:
-    return bool(request.headers.get(V2_HEADER) or request.headers.get("x-payment"))

@@ -45,15 +45,3 @@ async def create_many(
         relation_type,
     )
     return int(created or 0)
-
-
-async def of_memories(
-    conn: asyncpg.Connection, wallet: str, ids: Sequence[UUID]
-) -> list[asyncpg.Record]:
-    rows: list[asyncpg.Record] = await conn.fetch(
-        """SELECT source_id, target_id, relation_type FROM memory_relations
-           WHERE user_id = $1 AND (source_id = ANY($2::uuid[]) OR target_id = ANY($2::uuid[]))""",
-        wallet,
-        list(ids),
-    )
-    return rows
