@@ -22,8 +22,10 @@ COLUMNS = (
 # Live relations of m (both directions), whose other end is itself live: feeds recall's decay.
 RELATION_COUNT = """(
     SELECT count(*) FROM memory_relations r
-    JOIN memories o ON o.id = CASE WHEN r.source_id = m.id THEN r.target_id ELSE r.source_id END
-    WHERE (r.source_id = m.id OR r.target_id = m.id) AND o.deleted_at IS NULL
+    JOIN memories o ON o.user_id = r.user_id
+        AND o.id = CASE WHEN r.source_id = m.id THEN r.target_id ELSE r.source_id END
+    WHERE r.user_id = m.user_id AND (r.source_id = m.id OR r.target_id = m.id)
+        AND o.deleted_at IS NULL
 )"""
 # A recall query's words OR-ed together (plainto_tsquery ANDs them, which long questions rarely
 # satisfy); the lexemes are already normalised, so the text is cast, not re-parsed.
@@ -95,8 +97,13 @@ class _Sql:
         return " AND ".join(self.clauses) if self.clauses else "true"
 
 
-def _filtered(f: MemoryFilter, sql: _Sql | None = None) -> _Sql:
-    sql = sql or _Sql()
+# _filtered binds the wallet first, so its placeholder is always $1 (joins name it to prune
+# partitions: memories are partitioned by user_id).
+WALLET = "$1"
+
+
+def _filtered(f: MemoryFilter) -> _Sql:
+    sql = _Sql()
     sql.where(f"m.user_id = {sql.param(f.wallet)}")
     if f.include_deleted:
         sql.where("(m.expires_at IS NULL OR m.expires_at > now())")
@@ -171,16 +178,17 @@ async def nearest(
 
 async def merge_duplicate(
     conn: asyncpg.Connection,
+    wallet: str,
     memory_id: UUID,
     importance: float,
     metadata: dict[str, Any],
     pinned: bool,
 ) -> asyncpg.Record:
     return await conn.fetchrow(
-        f"""UPDATE memories m SET importance = GREATEST(m.importance, $2), metadata = $3,
-                pinned = m.pinned OR $4, updated_at = now()
-            WHERE m.id = $1 RETURNING {COLUMNS}""",
-        memory_id, importance, metadata, pinned,
+        f"""UPDATE memories m SET importance = GREATEST(m.importance, $3), metadata = $4,
+                pinned = m.pinned OR $5, updated_at = now()
+            WHERE m.user_id = $1 AND m.id = $2 RETURNING {COLUMNS}""",
+        wallet, memory_id, importance, metadata, pinned,
     )  # fmt: skip
 
 
@@ -333,7 +341,7 @@ async def recall_candidates(
                    AS keyword_match,
                {RELATION_COUNT} AS relation_count,
                (SELECT count(*) FROM vec) AS vector_hits
-        FROM cand JOIN memories m USING (id), q
+        FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
         """,
         *sql.params,
     )

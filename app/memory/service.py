@@ -199,6 +199,7 @@ class MemoryService:
             return existing  # an immutable memory is never changed, not even by a merge
         return await repo.merge_duplicate(
             conn,
+            existing["user_id"],
             existing["id"],
             existing["importance"] if p.importance is None else p.importance,
             merged_metadata(existing["metadata"] or {}, p.metadata),
