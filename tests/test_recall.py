@@ -14,6 +14,8 @@ from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
 
 from app.ai.embedders import LocalMiniLMEmbedder
+from app.memory import repository as memory_repository
+from app.memory import service as memory_service
 from tests.conftest import auth
 from tests.facts import FACTS
 
@@ -195,10 +197,17 @@ def _unit(rng: np.random.Generator, dims: int = 384) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+@pytest.mark.parametrize("path", ["exact scan", "index scan"])
 async def test_filters_never_starve_the_top_k_among_many_wallets(
-    client: AsyncTestClient, database_url
+    client: AsyncTestClient, database_url, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    """4,000 memories of 200 other wallets around the query; the caller's few must still fill k."""
+    """4,000 memories of other wallets around the query; the caller's few must still fill k.
+
+    Small wallets are scanned exactly; with the threshold at 0 the HNSW path runs, and its
+    fallback must still return the full k when filters starve the graph walk.
+    """
+    if path == "index scan":
+        monkeypatch.setattr(memory_service, "EXACT_SCAN_MAX_ROWS", 0)
     rng = np.random.default_rng(7)
     target = Account.create()
     query = "notes about the garden and the tomatoes"
@@ -247,3 +256,43 @@ async def test_filters_never_starve_the_top_k_among_many_wallets(
     assert all("garden" in m["metadata"]["tags"] for m in got)
     r = await client.post("/v1/recall", json={"query": query, "limit": 10}, headers=auth(target))
     assert len(r.json()["memories"]) == 10
+
+
+async def test_small_wallet_is_scanned_exactly_in_one_query(
+    client: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the threshold recall decides the exact scan up front: one candidate query."""
+    calls: list[bool] = []
+    real = memory_repository.recall_candidates
+
+    async def spy(*args: object, **kwargs: object) -> object:
+        calls.append(bool(args[-1]))
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_repository, "recall_candidates", spy)
+    wallet = Account.create()
+    for fact in FACTS[:5]:
+        await _store(client, wallet, fact)
+    r = await client.post("/v1/recall", json={"query": "garden", "limit": 3}, headers=auth(wallet))
+    assert r.status_code == 200 and len(r.json()["memories"]) == 3
+    assert calls == [True]
+    calls.clear()
+    monkeypatch.setattr(memory_service, "EXACT_SCAN_MAX_ROWS", 2)
+    r = await client.post("/v1/recall", json={"query": "garden", "limit": 3}, headers=auth(wallet))
+    assert len(r.json()["memories"]) == 3
+    assert calls == [False, True]  # index walk, short of candidates, then the exact scan
+
+
+async def test_count_up_to_stops_at_the_cap(client: AsyncTestClient, database_url) -> None:
+    wallet = Account.create()
+    for fact in FACTS[:6]:
+        await _store(client, wallet, fact, namespace="capped")
+    conn = await _db(database_url)
+    try:
+        f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
+        assert await memory_repository.count_up_to(conn, f, 4) == 4
+        assert await memory_repository.count_up_to(conn, f, 100) == 6
+        f.namespace = "other"
+        assert await memory_repository.count_up_to(conn, f, 100) == 0
+    finally:
+        await conn.close()

@@ -306,6 +306,19 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+async def count_up_to(conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> int:
+    """How many memories match `f`, counting no further than `cap` (cheap for big wallets)."""
+    sql = _filtered(f)
+    return int(
+        await conn.fetchval(
+            f"""SELECT count(*) FROM (
+                    SELECT 1 FROM memories m WHERE {sql.sql()} LIMIT {sql.param(cap)}
+                ) matching""",
+            *sql.params,
+        )
+    )
+
+
 async def recall_candidates(
     conn: asyncpg.Connection,
     f: MemoryFilter,

@@ -43,6 +43,11 @@ DEDUP_SIMILARITY = 0.95
 # Candidates gathered from each of the vector and keyword sides before scoring.
 MIN_CANDIDATES_PER_SIDE = 50
 CANDIDATES_PER_RESULT = 4
+# Up to this many matching memories, recall scans them exactly instead of walking the HNSW graph:
+# an exact scan of 2,000 vectors costs a few ms and is always right, while a graph walk for a
+# small wallet in a big partition has to skip most nodes (calibration in ../shared stack.md:
+# forced HNSW 63 ms vs exact 1.3 ms for a 900-memory wallet among 1M rows).
+EXACT_SCAN_MAX_ROWS = 2000
 
 
 def content_digest(content: str) -> bytes:
@@ -362,12 +367,13 @@ class MemoryService:
         embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
+        exact = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1) <= EXACT_SCAN_MAX_ROWS
         rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, req.query, per_side, False
+            conn, f, vector, req.query, per_side, exact
         )
-        if vector_hits < per_side:
-            # The index scan came back short: either the wallet has few matching rows (an exact
-            # scan is then cheap) or filters starved it; an exact scan returns the true top k.
+        if not exact and vector_hits < per_side:
+            # Many rows match, yet the index scan came back short (filters starved it even with
+            # iterative scanning): an exact scan returns the true top k.
             rows, _ = await repo.recall_candidates(conn, f, vector, req.query, per_side, True)
         now = now_utc()
         best_keyword = max((float(r["keyword_match"]) for r in rows), default=0.0)
