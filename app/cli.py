@@ -11,6 +11,8 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from app.config import Settings
 
@@ -88,8 +90,58 @@ def cmd_serve(args: argparse.Namespace) -> None:
             settings = stack.enter_context(dev_chain(settings))
         ready = stack.enter_context(database(settings))
         migrate(ready)
+        if args.workers > 1:
+            _serve_workers(ready, args.workers)
+            return
         app = create_app(ready)
         uvicorn.run(app, host=ready.host, port=ready.port, log_level="info", access_log=False)
+
+
+# Worker processes get the parent's resolved settings (embedded database URL, dev chain) here.
+WORKER_SETTINGS_ENV = "ENGRAM_WORKER_SETTINGS"
+
+
+def _serve_workers(settings: Settings, workers: int) -> None:
+    """Several uvicorn worker processes on one port, sharing the database started here.
+
+    Free tier, payments ledger and idempotency live in PostgreSQL, so they hold across workers;
+    rate limits and payment-in-flight claims are per process unless ENGRAM_REDIS_URL is set.
+    """
+    import msgspec
+    import uvicorn
+
+    if not settings.redis_url:
+        log.warning(
+            "%d workers without ENGRAM_REDIS_URL: rate limits are counted per worker", workers
+        )
+    os.environ[WORKER_SETTINGS_ENV] = msgspec.json.encode(settings, enc_hook=str).decode()
+    uvicorn.run(
+        "app.cli:worker_app",
+        factory=True,
+        workers=workers,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        access_log=False,
+    )
+
+
+def worker_app() -> Any:
+    """uvicorn's factory in each worker process: the app built from the parent's settings."""
+    import msgspec
+
+    from app.asgi import create_app
+
+    raw = os.environ.get(WORKER_SETTINGS_ENV)
+    if not raw:
+        raise SystemExit(f"engram: {WORKER_SETTINGS_ENV} is not set (start with engram serve)")
+    return create_app(msgspec.json.decode(raw, type=Settings, dec_hook=_settings_hook))
+
+
+def _settings_hook(kind: type, value: Any) -> Any:
+    if kind is Path:
+        return Path(value)
+    raise NotImplementedError(kind)
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:
@@ -122,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API (embedded PostgreSQL unless configured)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (several cores; set ENGRAM_REDIS_URL to share rate limits)",
+    )
     serve.add_argument(
         "--dev-chain",
         action="store_true",

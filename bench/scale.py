@@ -329,9 +329,17 @@ async def fill(dsn: str, c: Corpus, seed: int) -> dict[str, float]:
     ordered = sorted(indexes, key=lambda ix: "hnsw" in ix["indexdef"])
     for ix in ordered:
         t = time.perf_counter()
-        await conn.execute(ix["indexdef"])
+        # pg_indexes shows a partitioned table's index as `ON ONLY memories` (parent only, left
+        # invalid): build it on every partition instead
+        await conn.execute(ix["indexdef"].replace(" ON ONLY ", " ON "))
         took = timings[f"index_{ix['indexname']}_s"] = time.perf_counter() - t
         print(f"  {ix['indexname']}: {took:.1f} s", flush=True)
+    invalid = await conn.fetch(
+        "SELECT indexrelid::regclass::text AS name FROM pg_index"
+        " WHERE indrelid = 'memories'::regclass AND NOT indisvalid"
+    )
+    if invalid:
+        raise SystemExit(f"indexes left invalid after the load: {[r['name'] for r in invalid]}")
     t = time.perf_counter()
     await conn.execute("VACUUM ANALYZE memories")
     timings["vacuum_analyze_s"] = time.perf_counter() - t
@@ -371,6 +379,13 @@ async def write_meta(dsn: str, meta: dict[str, Any]) -> None:
         await conn.close()
 
 
+def _tree_size(size_fn: str, relation: str) -> str:
+    return (
+        f"(SELECT coalesce(sum({size_fn}(relid)), 0)::bigint"
+        f" FROM pg_partition_tree('{relation}') WHERE isleaf)"
+    )
+
+
 async def prepare_database(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
     wanted = {"rows": args.rows, "wallets": args.wallets, "big": args.big_wallet,
               "seed": args.seed, "generator": GENERATOR_VERSION}  # fmt: skip
@@ -393,9 +408,11 @@ async def prepare_database(dsn: str, args: argparse.Namespace) -> dict[str, Any]
     timings = await fill(dsn, corpus, args.seed)
     conn = await asyncpg.connect(dsn)
     sizes = await conn.fetchrow(
-        "SELECT pg_total_relation_size('memories') AS total, pg_relation_size('memories') AS heap,"
-        " pg_relation_size('memories_embedding_hnsw') AS hnsw,"
-        " pg_relation_size('memories_tsv_gin') AS tsv_gin"
+        # memories is partitioned: sizes are sums over the leaves of each tree
+        f"SELECT {_tree_size('pg_total_relation_size', 'memories')} AS total,"
+        f" {_tree_size('pg_relation_size', 'memories')} AS heap,"
+        f" {_tree_size('pg_relation_size', 'memories_embedding_hnsw')} AS hnsw,"
+        f" {_tree_size('pg_relation_size', 'memories_wallet_tsv_gin')} AS tsv_gin"
     )
     await conn.close()
     meta = {**wanted, "loaded_at": datetime.now(UTC).isoformat(), "load": timings,

@@ -164,6 +164,46 @@ def test_serve_stores_recalls_stops_cleanly_and_keeps_data(data_dir: Path) -> No
         stop_serve(proc, data_dir, data_dir / "serve-2.log")
 
 
+def test_serve_with_two_workers(tmp_path: Path) -> None:
+    """--workers 2: two worker processes share the port and the one embedded PostgreSQL."""
+    proc, url = start_serve(tmp_path, tmp_path / "workers.log", "--workers", "2")
+    try:
+        workers = [
+            child
+            for child in psutil.Process(proc.pid).children(recursive=True)
+            if child.name() != "postgres"
+        ]
+        assert len(workers) >= 2, workers
+        key = Account.create().key.hex()
+        ids = []
+        notes = [
+            "The blue kettle whistles too loudly in the morning",
+            "Maria borrowed the blue kettle for the camping trip",
+            "Descale the blue kettle every second month",
+            "The blue kettle came from the flea market in Ghent",
+        ]
+        for note in notes:  # new connections: uvicorn's workers take turns accepting them
+            r = httpx.post(
+                f"{url}/v1/store",
+                json={"content": note},
+                headers=signed(key),
+                timeout=60,
+            )
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        r = httpx.post(
+            f"{url}/v1/recall",
+            json={"query": "blue kettle", "limit": 10},
+            headers=signed(key),
+            timeout=60,
+        )
+        assert sorted(m["id"] for m in r.json()["memories"]) == sorted(ids)
+        r = httpx.get(f"{url}/v1/free-tier/status", headers=signed(key), timeout=60)
+        assert r.json()["free_tier_used"] == 5  # one count across workers
+    finally:
+        stop_serve(proc, tmp_path, tmp_path / "workers.log")
+
+
 @pytest.mark.parametrize("command", [["migrate"], ["serve", "--port", "0"]])
 def test_embedding_dimension_mismatch_fails_fast(data_dir: Path, command: list[str]) -> None:
     # The data dir holds a 384-dimension schema (the local embedder's), whichever test ran first.

@@ -52,6 +52,7 @@ def upgrade() -> None:
     op.execute("ALTER TABLE memory_relations DROP CONSTRAINT memory_relations_source_id_fkey")
     op.execute("ALTER TABLE memory_relations DROP CONSTRAINT memory_relations_target_id_fkey")
     op.execute("ALTER TABLE memories RENAME TO memories_unpartitioned")
+    op.execute("ALTER INDEX memories_pkey RENAME TO memories_unpartitioned_pkey")
     for index in (
         "memories_embedding_hnsw",
         "memories_tsv_gin",
@@ -86,7 +87,7 @@ def upgrade() -> None:
             access_count    integer NOT NULL DEFAULT 0,
             deleted_at      timestamptz,
             tsv             tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
-            PRIMARY KEY (user_id, id)
+            CONSTRAINT memories_pkey PRIMARY KEY (user_id, id)
         ) PARTITION BY HASH (user_id)
         """
     )
