@@ -398,8 +398,14 @@ class Server:
     """`engram serve` in a subprocess on a temporary data directory, output in a file."""
 
     def __init__(
-        self, root: Path, port: int, pool_max: int | None, command: str | None = None
+        self,
+        root: Path,
+        port: int,
+        pool_max: int | None,
+        command: str | None = None,
+        workers: int = 1,
     ) -> None:
+        self.workers = workers
         self.root = root
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -423,7 +429,7 @@ class Server:
             command = shlex.split(self.command)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [*command, "serve", "--port", str(self.port)],
+                [*command, "serve", "--port", str(self.port), "--workers", str(self.workers)],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=PROJECT,
             )  # fmt: skip
@@ -477,6 +483,11 @@ class CpuMeter:
         self.postgres = psutil.Process(postgres_pid) if postgres_pid else None
         self.me = psutil.Process()
 
+    def _server_processes(self) -> list[psutil.Process]:
+        """The serve process and, with --workers, its uvicorn worker processes."""
+        children = self.server.children(recursive=True)
+        return [self.server, *(c for c in children if c.name() not in ("postgres", "pg_ctl"))]
+
     @staticmethod
     def _used(proc: psutil.Process) -> float:
         t = proc.cpu_times()
@@ -488,11 +499,14 @@ class CpuMeter:
             for proc in [self.postgres, *self.postgres.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     pg[proc.pid] = self._used(proc)
-        threads = self.server.threads()
-        loop = sum(t.user_time + t.system_time for t in threads if t.id == self.server.pid)
+        server = loop = 0.0
+        for proc in self._server_processes():
+            with contextlib.suppress(psutil.Error):
+                server += self._used(proc)
+                loop += sum(t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid)
         machine = psutil.cpu_times()
         return {
-            "server": self._used(self.server),
+            "server": server,
             "loop": loop,
             "postgres": pg,
             "generator": self._used(self.me),
@@ -521,9 +535,9 @@ class CpuMeter:
         they leave); returns how long that took."""
         started = time.perf_counter()
         while time.perf_counter() - started < limit:
-            before = self._used(self.server)
+            before = self.reading()["server"]
             await asyncio.sleep(0.5)
-            if self._used(self.server) - before < 0.05:
+            if self.reading()["server"] - before < 0.05:
                 break
         return time.perf_counter() - started
 
@@ -923,6 +937,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=120.0, help="per request, seconds")
     p.add_argument("--only", default="", help="comma list of store,batch,recall,open,mix")
     p.add_argument("--pool-max", type=int, default=None, help="ENGRAM_DB_POOL_MAX for the server")
+    p.add_argument("--workers", type=int, default=1, help="engram serve --workers")
     p.add_argument(
         "--server-command",
         default=None,
@@ -946,7 +961,7 @@ def main() -> None:
     }
     print(f"engram throughput: {machine['cpus']} CPUs, server in a subprocess, load from httpx")
     with temporary_root() as root:
-        server = Server(root, free_port(), args.pool_max, args.server_command)
+        server = Server(root, free_port(), args.pool_max, args.server_command, args.workers)
         started = time.perf_counter()
         try:
             server.start()
@@ -968,6 +983,7 @@ def main() -> None:
             "mix_clients": args.mix_clients, "mix": dict(MIX), "batch_size": BATCH_SIZE,
             "recall_k": RECALL_K, "fill_per_wallet": FILL_PER_WALLET,
             "max_in_flight": args.max_in_flight, "pool_max": args.pool_max,
+            "workers": args.workers,
             "server_command": args.server_command,
             "profiled": bool(args.profile),
         },

@@ -1,0 +1,315 @@
+"""The issue's target table, filled from the figures the other bench scripts saved.
+
+Reads bench/results/{locomo,scale-1000000 (else scale-100000),mem0,throughput}.json, prints each
+target next to Engram's figure, the baselines, whether it is met and the script that measured
+it, and writes bench/results/summary.json and summary.png (LoCoMo recall@k curves against the
+baselines, and every target as Engram's figure relative to it). A missing result file shows as
+"not measured"; nothing is re-measured here.
+
+Run: .venv/bin/python bench/report.py [--results bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# ../shared/bench/locomo/README.md, dev split, measured outside Engram with the same turn text
+LOCOMO_BASELINES = {
+    "BM25": {"R@1": 0.325, "R@5": 0.547, "R@10": 0.611, "R@20": 0.668, "hit@10": 0.668},
+    "dense MiniLM": {"R@1": 0.207, "R@5": 0.443, "R@10": 0.545, "R@20": 0.643, "hit@10": 0.614},
+    "RRF(60)": {"R@1": 0.302, "R@5": 0.539, "R@10": 0.625, "R@20": 0.700, "hit@10": 0.686},
+}
+
+
+@dataclass
+class Row:
+    metric: str
+    target: str
+    engram: str
+    baseline: str
+    met: bool | None  # None: not measured
+    source: str
+    ratio: float | None = None  # Engram's figure over the target, oriented so >= 1 is met
+
+
+def _load(results: Path, *names: str) -> tuple[str, dict[str, Any]] | None:
+    for name in names:
+        path = results / f"{name}.json"
+        if path.exists():
+            return name, json.loads(path.read_text())
+    return None
+
+
+def _at_least(value: float, target: float) -> tuple[bool, float]:
+    return value >= target, value / target
+
+
+def _at_most(value: float, target: float) -> tuple[bool, float]:
+    return value <= target, target / value if value else float("inf")
+
+
+def _missing(metric: str, target: str, source: str) -> Row:
+    return Row(metric, target, "not measured", "", None, source)
+
+
+def locomo_rows(results: Path) -> list[Row]:
+    source = "bench/locomo.py <locomo-dev.json> --scoring both"
+    loaded = _load(results, "locomo")
+    if loaded is None:
+        return [_missing("LoCoMo dev R@10 through the API", ">= 0.72", source)]
+    _, data = loaded
+    baseline = ", ".join(f"{k} {v['R@10']:.3f}" for k, v in LOCOMO_BASELINES.items())
+    rows = []
+    for scoring, label in (("contract", "contract formula"), ("no-access-boost", "option")):
+        if scoring not in data:
+            continue
+        overall = data[scoring]["table"]["overall"]
+        met, ratio = _at_least(overall["R@10"], 0.72)
+        extra = (
+            f"R@20 {overall['R@20']:.3f}, hit@10 {overall['hit@10']:.3f},"
+            f" {overall['tokens@10']:.0f} tokens@10"
+        )
+        rows.append(
+            Row(
+                f"LoCoMo dev R@10 through the API ({label}: {scoring})",
+                ">= 0.72",
+                f"{overall['R@10']:.3f} ({extra})",
+                baseline,
+                met,
+                source,
+                ratio,
+            )
+        )
+    return rows
+
+
+def _case(data: dict[str, Any], case: str) -> dict[str, Any]:
+    modes = data["modes"]
+    return dict(modes[list(modes)[-1]][case])
+
+
+def scale_rows(results: Path) -> list[Row]:
+    loaded = _load(results, "scale-1000000", "scale-100000")
+    if loaded is None:
+        source = "bench/scale.py --rows 1000000"
+        return [
+            _missing("recall p95, 1M rows, 100k wallet, filters", "<= 10 ms", source),
+            _missing("recall p95, ~1k-memory wallet, filters", "<= 5 ms", source),
+            _missing("HTTP recall / bare SQL", "<= 1.5x", source),
+        ]
+    _, data = loaded
+    rows_total = int(data["args"]["rows"])
+    source = f"bench/scale.py --rows {rows_total}"
+    scale = f"{rows_total:,} rows"
+    big, small = _case(data, "big/filters"), _case(data, "small/filters")
+    recall = data.get("index_recall", {}).get("big/no-filter", {})
+    index_recall = recall.get("service_candidates_recall_at_10")
+    full_k = all(
+        _case(data, c)["full_k_service"]["full"] == _case(data, c)["full_k_service"]["eligible"]
+        for c in ("big/filters", "small/filters", "big/no-filter", "small/no-filter")
+    )
+    out = []
+    p95 = float(big["service_ms"]["p95"])
+    met, ratio = _at_most(p95, 10.0)
+    met = met and full_k and (index_recall or 0) >= 0.95
+    index_text = f"{index_recall:.3f}" if index_recall is not None else "n/a"
+    out.append(
+        Row(
+            f"recall server p95, {scale}, big wallet, filters",
+            "<= 10 ms, full k, index recall@10 >= 0.95",
+            f"{p95:.1f} ms, full k: {full_k}, index recall@10 {index_text}",
+            "stack.md floor (1M, partitioned): 11.7 ms p95",
+            met,
+            source,
+            ratio,
+        )
+    )
+    p95 = float(small["service_ms"]["p95"])
+    met, ratio = _at_most(p95, 5.0)
+    out.append(
+        Row(
+            f"recall server p95, {scale}, ~1k-memory wallet, filters",
+            "<= 5 ms",
+            f"{p95:.1f} ms",
+            "stack.md floor: 2.9 ms p95",
+            met,
+            source,
+            ratio,
+        )
+    )
+    over = [float(_case(data, c)["http-uvicorn_over_bare"]["p50"]) for c in ("big/filters",)]
+    met, ratio = _at_most(max(over), 1.5)
+    out.append(
+        Row(
+            f"HTTP recall / bare SQL, same run ({scale}, big wallet, p50)",
+            "<= 1.5x",
+            f"{max(over):.2f}x",
+            "",
+            met,
+            source,
+            ratio,
+        )
+    )
+    return out
+
+
+def mem0_rows(results: Path) -> list[Row]:
+    source = "bench/mem0_side.py <locomo-dev.json>"
+    loaded = _load(results, "mem0")
+    if loaded is None:
+        return [_missing("Engram recall latency / mem0 search latency", "<= 0.5x", source)]
+    _, data = loaded
+    ratio_value = _find_number(data, ("latency_ratio_p50", "ratio_p50", "latency_ratio"))
+    if ratio_value is None:
+        return [_missing("Engram recall latency / mem0 search latency", "<= 0.5x", source)]
+    met, ratio = _at_most(ratio_value, 0.5)
+    mem0_r10 = _find_number(data, ("mem0_r10", "mem0_R@10"))
+    baseline = f"mem0 R@10 {mem0_r10:.3f}" if mem0_r10 is not None else ""
+    return [
+        Row(
+            "Engram recall latency / mem0 search latency, same data (p50)",
+            "<= 0.5x",
+            f"{ratio_value:.2f}x",
+            baseline,
+            met,
+            source,
+            ratio,
+        )
+    ]
+
+
+def _find_number(data: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    """The first of `keys` found at the top level or in a `summary` dict."""
+    for where in (data, data.get("summary", {})):
+        for key in keys:
+            if isinstance(where.get(key), int | float):
+                return float(where[key])
+    return None
+
+
+def throughput_rows(results: Path) -> list[Row]:
+    source = "bench/throughput.py"
+    loaded = _load(results, "throughput")
+    if loaded is None:
+        return [
+            _missing("batch store of 100, local embedder", "<= 300 ms", source),
+            _missing("64 clients, mix", ">= 500 req/s, p99 <= 100 ms, 0 errors", source),
+        ]
+    _, data = loaded
+    rows: list[dict[str, Any]] = data["rows"]
+    workers = data.get("settings", {}).get("workers", 1)
+    source = f"bench/throughput.py --workers {workers}"
+
+    def find(pred: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        return next((r for r in rows if pred(r)), None)
+
+    out = []
+    batch = find(lambda r: r["scenario"] == "store_batch100" and r["concurrency"] == 1)
+    if batch is None:
+        out.append(_missing("batch store of 100, local embedder", "<= 300 ms", source))
+    else:
+        met, ratio = _at_most(float(batch["p50_ms"]), 300.0)
+        out.append(
+            Row(
+                "batch store of 100, local embedder (1 client, p50)",
+                "<= 300 ms",
+                f"{batch['p50_ms']:.0f} ms",
+                "",
+                met,
+                source,
+                ratio,
+            )
+        )
+    mix = find(lambda r: r["scenario"] == "mix")
+    if mix is None:
+        out.append(_missing("64 clients, mix", ">= 500 req/s, p99 <= 100 ms, 0 errors", source))
+    else:
+        met_rate, ratio = _at_least(float(mix["req_s"]), 500.0)
+        met = met_rate and float(mix["p99_ms"]) <= 100.0 and int(mix["errors"]) == 0
+        out.append(
+            Row(
+                f"{mix['concurrency']} clients, mix 60% list/get, 25% recall, 15% store",
+                ">= 500 req/s, p99 <= 100 ms, 0 errors",
+                f"{mix['req_s']:.0f} req/s, p99 {mix['p99_ms']:.0f} ms, {mix['errors']} errors",
+                "",
+                met,
+                source,
+                ratio,
+            )
+        )
+    return out
+
+
+def print_table(rows: list[Row]) -> None:
+    width = max(len(r.metric) for r in rows)
+    print(f"{'metric':<{width}}  {'target':<42} {'met':<5} Engram  [baselines]  (measured by)")
+    for r in rows:
+        met = "n/a" if r.met is None else ("yes" if r.met else "NO")
+        base = f"  [{r.baseline}]" if r.baseline else ""
+        print(f"{r.metric:<{width}}  {r.target:<42} {met:<5} {r.engram}{base}  ({r.source})")
+
+
+def plot(results: Path, rows: list[Row], out: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (pip install -e '.[bench]'): no PNG")
+        return False
+    fig, (curve, bars) = plt.subplots(1, 2, figsize=(14, 5.5))
+    ks = ["R@1", "R@5", "R@10", "R@20"]
+    loaded = _load(results, "locomo")
+    if loaded is not None:
+        for scoring, style in (("contract", "-o"), ("no-access-boost", "-s")):
+            if scoring in loaded[1]:
+                overall = loaded[1][scoring]["table"]["overall"]
+                curve.plot(ks, [overall[k] for k in ks], style, label=f"Engram ({scoring})")
+    for name, figures in LOCOMO_BASELINES.items():
+        curve.plot(ks, [figures[k] for k in ks], "--", alpha=0.7, label=name)
+    curve.axhline(0.72, color="grey", linestyle=":", label="target R@10 0.72")
+    curve.set_title("LoCoMo dev: evidence recall@k through the API")
+    curve.set_ylim(0, 1)
+    curve.legend(fontsize=8)
+    measured = [r for r in rows if r.ratio is not None]
+    labels = [r.metric.split(" (")[0][:38] for r in measured]
+    values = [min(r.ratio or 0.0, 3.0) for r in measured]
+    colours = ["tab:green" if r.met else "tab:red" for r in measured]
+    bars.barh(labels, values, color=colours)
+    bars.axvline(1.0, color="black", linewidth=1)
+    bars.set_title("Engram vs target (>= 1 meets it; capped at 3)")
+    bars.invert_yaxis()
+    bars.tick_params(axis="y", labelsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    rows = [
+        *locomo_rows(args.results),
+        *scale_rows(args.results),
+        *mem0_rows(args.results),
+        *throughput_rows(args.results),
+    ]
+    print_table(rows)
+    (args.results / "summary.json").write_text(
+        json.dumps([asdict(r) for r in rows], indent=2) + "\n"
+    )
+    if plot(args.results, rows, args.results / "summary.png"):
+        print(f"wrote {args.results / 'summary.json'} and {args.results / 'summary.png'}")
+
+
+if __name__ == "__main__":
+    main()
