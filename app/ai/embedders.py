@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import numpy as np
@@ -94,10 +95,16 @@ class LocalMiniLMEmbedder:
     model_name = "all-MiniLM-L6-v2"
     dims = 384
     max_tokens = 256  # sentence-transformers' max_seq_length for this model
-    batch_size = 32
 
-    def __init__(self, intra_op_threads: int = 2) -> None:
+    def __init__(
+        self, intra_op_threads: int = 2, int8: bool = True, cache_dir: Path | None = None
+    ) -> None:
+        """`int8`: run the dynamically quantized model (app/ai/int8.py), one text per call;
+        otherwise the shipped model in float, 32 texts per call."""
         self.intra_op_threads = intra_op_threads
+        self.int8 = int8
+        self.cache_dir = cache_dir
+        self.batch_size = 1 if int8 else 32
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm")
         # Only ever touched from the single worker thread, so no lock is needed.
         self._tokenizer: tokenizers.Tokenizer | None = None
@@ -146,6 +153,10 @@ class LocalMiniLMEmbedder:
         # loop and PostgreSQL need (bench/throughput.py: +23 % mix req/s, half the embed CPU).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         with importlib.resources.as_file(_model_resource()) as path:
+            if self.int8:
+                from app.ai.int8 import default_cache_dir, quantized_model
+
+                path = quantized_model(path, self.cache_dir or default_cache_dir())
             return ort.InferenceSession(
                 str(path), sess_options=options, providers=["CPUExecutionProvider"]
             )
@@ -327,10 +338,11 @@ def build_embedder(
     base_url: str | None,
     model: str | None,
     dims: int | None,
+    local_int8: bool = True,
 ) -> Embedder:
     """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured."""
     if not openai_api_key and not base_url:
-        return CachedEmbedder(LocalMiniLMEmbedder())
+        return CachedEmbedder(LocalMiniLMEmbedder(int8=local_int8))
     return CachedEmbedder(
         OpenAIEmbedder(
             api_key=openai_api_key or None,
