@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import httpx
 from eth_account import Account
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth, count_memories
+from tests.conftest import auth, count_memories, served
 
 
 async def _used(database_url: str, address: str) -> int:
@@ -81,28 +82,37 @@ async def test_exhausted_tier_goes_through_the_payment_seam(make_app, database_u
     assert await count_memories(database_url, account.address) == 2
 
 
-async def test_200_concurrent_calls_use_exactly_the_tier(
-    client: AsyncTestClient, database_url
-) -> None:
+async def test_200_concurrent_calls_use_exactly_the_tier(make_app, database_url) -> None:
+    # a real server: the test client would serve these one after another
     account = Account.create()
     headers = auth(account)
-
+    start = asyncio.Event()
     deduplicated = 0
 
-    async def store(i: int) -> int:
-        nonlocal deduplicated
-        r = await client.post(
-            "/v1/store", json={"content": f"concurrent memory number {i}"}, headers=headers
-        )
-        if r.status_code == 201:
-            deduplicated += r.json()["deduplicated"]
-        return r.status_code
+    with served(make_app()) as url:
+        # no keep-alive: a connection idle past uvicorn's keep-alive timeout (5 s) could be
+        # closed by the server just as the client reuses it ("Server disconnected")
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
 
-    codes = await asyncio.gather(*(store(i) for i in range(200)))
+            async def store(i: int) -> int:
+                nonlocal deduplicated
+                await start.wait()  # all 200 are sent together
+                r = await client.post(
+                    "/v1/store", json={"content": f"concurrent memory number {i}"}, headers=headers
+                )
+                if r.status_code == 201:
+                    deduplicated += r.json()["deduplicated"]
+                return r.status_code
+
+            calls = [asyncio.create_task(store(i)) for i in range(200)]
+            await asyncio.sleep(0)  # every task now waits on the event
+            start.set()
+            codes = await asyncio.gather(*calls)
+            status = (await client.get("/v1/free-tier/status", headers=headers)).json()
     assert codes.count(201) == 100, codes
     assert codes.count(402) == 100, codes
     assert await _used(database_url, account.address) == 100
     # near-identical texts merge (store dedups at cosine >= 0.95): every success is accounted for
     assert await count_memories(database_url, account.address) + deduplicated == 100
-    status = (await client.get("/v1/free-tier/status", headers=headers)).json()
     assert status["free_tier_remaining"] == 0 and status["free_tier_used"] == 100

@@ -285,25 +285,44 @@ async def test_replay_of_a_settled_proof(paid: AsyncTestClient, chain, payer, da
 async def test_50_concurrent_requests_with_one_proof(
     settings, chain, pay_to, payer, database_url, guard: str
 ) -> None:
+    # a real server: the test client would serve these one after another, so no request would
+    # ever meet another one in flight
     changes = {"redis_url": REDIS_URL} if guard == "redis" else {}
     app = create_app(paid_settings(settings, chain, pay_to, **changes))
-    async with AsyncTestClient(app=app, timeout=60) as client:
-        body = {"content": f"Concurrent paid memory {uuid.uuid4()}"}
-        r = await _challenge(client, payer, body=body)
-        headers = {**auth(payer), "PAYMENT-SIGNATURE": sign_proof(payer, offer_of(r))[1]}
-        before = chain.usdc_balance(pay_to)
-        responses = await asyncio.gather(
-            *(client.post("/v1/store", json=body, headers=headers) for _ in range(50))
-        )
-    served = [
+    start = asyncio.Event()
+    with served(app) as url:
+        # no keep-alive: a connection idle past uvicorn's keep-alive timeout (5 s) could be
+        # closed by the server just as the client reuses it ("Server disconnected")
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+            body = {"content": f"Concurrent paid memory {uuid.uuid4()}"}
+            r = await _challenge(client, payer, body=body)
+            headers = {**auth(payer), "PAYMENT-SIGNATURE": sign_proof(payer, offer_of(r))[1]}
+            before = chain.usdc_balance(pay_to)
+
+            async def send() -> httpx.Response:
+                await start.wait()
+                return await client.post("/v1/store", json=body, headers=headers)
+
+            # All 50 wait on one event and are released in the same loop turn, so they reach the
+            # server together. The request holding the proof keeps it through verify, handler
+            # and on-chain settle (hundreds of ms), while the others only need to get to the
+            # guard: some of them always find it held (409); any that come after the commit are
+            # replayed. (Measured: 49 of 49 got 409, with either guard.)
+            calls = [asyncio.create_task(send()) for _ in range(50)]
+            await asyncio.sleep(0)  # every task now waits on the event
+            start.set()
+            responses = await asyncio.gather(*calls)
+    handled = [
         x for x in responses if x.status_code == 201 and "x-idempotent-replay" not in x.headers
     ]
     replays = [x for x in responses if x.headers.get("x-idempotent-replay") == "true"]
     in_flight = [x for x in responses if x.status_code == 409]
-    assert len(served) == 1, [x.status_code for x in responses]
-    assert len(served) + len(replays) + len(in_flight) == 50
-    assert all(x.json() == served[0].json() for x in replays)
+    assert len(handled) == 1, [x.status_code for x in responses]
+    assert len(handled) + len(replays) + len(in_flight) == 50
+    assert all(x.json() == handled[0].json() for x in replays)
     assert all(x.json()["error"]["details"]["reason"] == "payment_in_flight" for x in in_flight)
+    assert in_flight, "no request met the payment in flight: they did not overlap"
     assert await count_memories(database_url, payer.address) == 1  # one handler run
     assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE  # dropped once
     assert chain.usdc_balance(pay_to) == before + PRICE  # one transfer

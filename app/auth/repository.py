@@ -1,4 +1,4 @@
-"""SQL for wallets and their free-tier usage."""
+"""SQL for wallets, their free-tier usage, and the settings auth keeps in the database."""
 
 from __future__ import annotations
 
@@ -30,3 +30,17 @@ async def consume_free_call(conn: asyncpg.Connection, wallet: str, limit: int) -
         limit,
     )
     return None if used is None else int(used)
+
+
+async def setting_or_create(conn: asyncpg.Connection, key: str, candidate: str) -> str:
+    """The value of an engram_settings key, set to `candidate` first if it has none.
+
+    Two statements, not one: when several workers start at once, the losers' INSERT waits for
+    the winner's commit and does nothing, and only a new statement's snapshot sees its row.
+    """
+    await conn.execute(
+        "INSERT INTO engram_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        key,
+        candidate,
+    )
+    return str(await conn.fetchval("SELECT value FROM engram_settings WHERE key = $1", key))

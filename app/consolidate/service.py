@@ -7,6 +7,8 @@
   tags: the union) linked by `derived_from` to every member; the members are soft-deleted.
 - Pinned and immutable memories are never deleted (nor, if immutable, changed); dry_run reports
   what would happen and writes nothing.
+- History: each folded-away memory gets a `consolidate` row naming the memory it was merged into;
+  a rule-mode keeper gets one with the ids it absorbed and what changed (its tags).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 from app.ai.facts import FactModel
 from app.consolidate.clustering import Cluster, clusters
 from app.consolidate.schemas import ConsolidateIn
+from app.history import service as history
 from app.memory import repository as memory_repo
 from app.memory.repository import MemoryFields
 from app.memory.schemas import MAX_TAGS
@@ -40,8 +43,9 @@ class Report:
 class Writes:
     """Everything a consolidation changes, written in a few statements at the end."""
 
-    deletions: list[UUID] = field(default_factory=list)
+    deletions: dict[UUID, UUID] = field(default_factory=dict)  # deleted -> the one it went into
     metadata: dict[UUID, dict[str, Any]] = field(default_factory=dict)
+    kept: list[history.Change] = field(default_factory=list)
     supersedes: list[tuple[UUID, UUID]] = field(default_factory=list)
     derived_from: list[tuple[UUID, UUID]] = field(default_factory=list)
 
@@ -50,8 +54,17 @@ class Writes:
             await memory_repo.set_metadata_many(conn, wallet, self.metadata)
         await relations_repo.create_many(conn, wallet, self.supersedes, "supersedes")
         await relations_repo.create_many(conn, wallet, self.derived_from, "derived_from")
+        deleted = []
         if self.deletions:
-            await memory_repo.soft_delete(conn, wallet, self.deletions)
+            deleted = await memory_repo.soft_delete(conn, wallet, list(self.deletions))
+        folded = (
+            history.Change(
+                memory_id, "consolidate",
+                {"merged_into": str(self.deletions[memory_id]), **history.DELETED},
+            )
+            for memory_id in deleted
+        )  # fmt: skip
+        await history.record(conn, wallet, [*self.kept, *folded])
 
 
 def _tags(row: asyncpg.Record) -> list[str]:
@@ -128,8 +141,15 @@ class ConsolidateService:
             deletable = [m for m in deletable if m["id"] != keeper["id"]]
             if not req.dry_run:
                 tags = _union_tags([keeper, *members])
+                changes: dict[str, Any] = {}
                 if tags != _tags(keeper) and not keeper["immutable"]:
-                    writes.metadata[keeper["id"]] = {**(keeper["metadata"] or {}), "tags": tags}
+                    metadata = {**(keeper["metadata"] or {}), "tags": tags}
+                    writes.metadata[keeper["id"]] = metadata
+                    changes = history.diff(keeper, {"metadata": metadata}, ("tags", "metadata"))
+                if deletable:
+                    changes["merged_from"] = [str(m["id"]) for m in deletable]
+                if changes:
+                    writes.kept.append(history.Change(keeper["id"], "consolidate", changes))
                 writes.supersedes.extend((keeper["id"], m["id"]) for m in deletable)
                 merged_into = str(keeper["id"])
         else:
@@ -137,8 +157,8 @@ class ConsolidateService:
             if not req.dry_run:
                 merged_into = await self._synthesise(conn, wallet, members, report)
                 writes.derived_from.extend((UUID(merged_into), m["id"]) for m in members)
-        if not req.dry_run:
-            writes.deletions.extend(m["id"] for m in deletable)
+        if merged_into is not None:  # None only in a dry run
+            writes.deletions.update(dict.fromkeys((m["id"] for m in deletable), UUID(merged_into)))
         report.memories_merged += len(deletable)
         report.clusters.append(
             {

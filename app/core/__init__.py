@@ -1,0 +1,1 @@
+"""Core memories: a wallet's pinned (always-loaded) memories, listed, pinned and unpinned."""

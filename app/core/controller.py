@@ -1,0 +1,71 @@
+"""HTTP for core memories (free). MemoClaw's SDK uses /v1/memories/core; its CLI and MCP also
+call /v1/core-memories and /v1/core, so every form answers on all three bases. Static segments
+win over /v1/memories/{id} in Litestar's router, whatever the registration order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, JSONBody
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.params import Conn, Limit100, Offset, WalletRequest
+from app.core.schemas import PinIn
+from app.core.service import CoreService, pinned_id
+from app.memory.repository import MemoryFilter
+from app.memory.schemas import memory_to_wire
+
+BASES = ("/memories/core", "/core-memories", "/core")
+DEFAULT_LIMIT = 100
+
+
+class CoreController(Controller):
+    path = "/v1"
+    tags = ["core memories"]
+
+    @get(list(BASES))
+    async def list_core(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        core_memories: NamedDependency[CoreService],
+        limit: Limit100 = DEFAULT_LIMIT,
+        offset: Offset = 0,
+        namespace: FromQuery[str | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
+    ) -> dict[str, Any]:
+        f = MemoryFilter(
+            wallet=request.user, namespace=namespace, session_id=session_id, agent_id=agent_id
+        )
+        rows, total = await core_memories.list_core(conn, f, limit, offset)
+        return {
+            "memories": [memory_to_wire(r) for r in rows],
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+        }
+
+    @post(list(BASES), status_code=HTTP_200_OK)
+    async def pin(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        core_memories: NamedDependency[CoreService],
+        data: JSONBody[PinIn],
+    ) -> dict[str, Any]:
+        memory_id = await core_memories.set_pinned(conn, request.user, pinned_id(data), True)
+        return {"pinned": True, "id": str(memory_id)}
+
+    @delete([f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK)
+    async def unpin(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        core_memories: NamedDependency[CoreService],
+        memory_id: FromPath[str],
+    ) -> dict[str, Any]:
+        unpinned = await core_memories.set_pinned(conn, request.user, memory_id, False)
+        return {"unpinned": True, "id": str(unpinned)}

@@ -1,0 +1,53 @@
+"""HTTP for a memory's history (GET /v1/memories/{id}/history, the contract's) and
+POST /v1/memories/{id}/restore (Engram's: undelete what a soft delete removed). Both are free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.errors import NotFound
+from app.api.params import Conn, WalletRequest
+from app.history import service as history
+from app.memory.schemas import iso, memory_to_wire
+from app.memory.service import MemoryService, parse_memory_id
+
+
+class HistoryController(Controller):
+    path = "/v1/memories/{memory_id:str}"
+    tags = ["memories"]
+
+    @get("/history")
+    async def history(
+        self, request: WalletRequest, conn: Conn, memory_id: FromPath[str]
+    ) -> dict[str, Any]:
+        rows = await history.history_of(conn, request.user, parse_memory_id(memory_id))
+        if rows is None:
+            raise NotFound(f"Memory {memory_id} not found")
+        return {
+            "history": [
+                {
+                    "id": str(r["id"]),
+                    "memory_id": str(r["memory_id"]),
+                    "action": r["action"],
+                    "changes": r["changes"],
+                    "created_at": iso(r["created_at"]),
+                }
+                for r in rows
+            ]
+        }
+
+    @post("/restore", status_code=HTTP_200_OK)
+    async def restore(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: NamedDependency[MemoryService],
+        memory_id: FromPath[str],
+    ) -> dict[str, Any]:
+        row = await memory_service.restore(conn, request.user, memory_id)
+        return {"restored": True, "id": str(row["id"]), "memory": memory_to_wire(row)}

@@ -1,0 +1,92 @@
+"""HTTP for relations between memories and the memory graph (all free calls).
+
+The paths sit one or two segments below /v1/memories/{id}, so they never compete with the
+/v1/memories/* routes of app/memory/controller.py (Litestar matches by whole segments).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from app.api.params import Conn, WalletRequest
+from app.relations.schemas import (
+    DEFAULT_GRAPH_DEPTH,
+    DEFAULT_GRAPH_LIMIT,
+    MAX_GRAPH_DEPTH,
+    MAX_GRAPH_LIMIT,
+    RelationIn,
+    edge_to_wire,
+    linked_to_wire,
+    node_to_wire,
+    relation_to_wire,
+)
+from app.relations.service import RelationService
+
+Relations = NamedDependency[RelationService]
+GraphDepth = Annotated[int, QueryParameter(ge=1, le=MAX_GRAPH_DEPTH)]
+GraphLimit = Annotated[int, QueryParameter(ge=1, le=MAX_GRAPH_LIMIT)]
+
+
+class RelationController(Controller):
+    path = "/v1/memories"
+    tags = ["relations"]
+
+    @post("/{memory_id:str}/relations", status_code=HTTP_201_CREATED)
+    async def create_relation(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        relation_service: Relations,
+        memory_id: FromPath[str],
+        data: JSONBody[RelationIn],
+    ) -> dict[str, Any]:
+        row = await relation_service.create(conn, request.user, memory_id, data)
+        return relation_to_wire(row)
+
+    @get("/{memory_id:str}/relations")
+    async def list_relations(
+        self, request: WalletRequest, conn: Conn, relation_service: Relations,
+        memory_id: FromPath[str],
+    ) -> dict[str, Any]:  # fmt: skip
+        rows = await relation_service.list_for(conn, request.user, memory_id)
+        return {"relations": [linked_to_wire(r) for r in rows]}
+
+    @delete("/{memory_id:str}/relations/{relation_id:str}", status_code=HTTP_200_OK)
+    async def delete_relation(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        relation_service: Relations,
+        memory_id: FromPath[str],
+        relation_id: FromPath[str],
+    ) -> dict[str, Any]:
+        deleted = await relation_service.delete(conn, request.user, memory_id, relation_id)
+        return {"deleted": True, "id": str(deleted)}
+
+    @get("/{memory_id:str}/graph")
+    async def graph(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        relation_service: Relations,
+        memory_id: FromPath[str],
+        depth: GraphDepth = DEFAULT_GRAPH_DEPTH,
+        limit: GraphLimit = DEFAULT_GRAPH_LIMIT,
+        relation_types: FromQuery[list[str] | None] = None,
+    ) -> dict[str, Any]:
+        """`depth` in the answer is the depth asked for; each node carries its own."""
+        graph = await relation_service.graph(
+            conn, request.user, memory_id, depth, limit, relation_types
+        )
+        nodes = [node_to_wire(n) for n in graph.nodes]
+        return {
+            "root": nodes[0],
+            "nodes": nodes,
+            "edges": [edge_to_wire(e) for e in graph.edges],
+            "depth": depth,
+        }

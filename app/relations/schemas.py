@@ -1,0 +1,80 @@
+"""Wire structs for relations and the memory graph, and the rendering of their rows into the shapes
+MemoClaw's SDK parses (memoclaw-api.md, "What the official clients actually send": `Relation`,
+`RelationWithMemory`, `MemoryGraphResponse`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from msgspec import Meta
+
+from app.memory.schemas import Metadata, StrictStruct, iso
+
+# The contract's relation types (memoclaw-api.md, endpoints table; the SDK's RelationType).
+RelationType = Literal["related_to", "supersedes", "contradicts", "derived_from", "supports"]
+RELATION_TYPES: tuple[str, ...] = get_args(RelationType)
+
+# Graph walk bounds (memoclaw-api.md: depth ≤ 5, default 2; limit ≤ 200, default 50).
+DEFAULT_GRAPH_DEPTH = 2
+MAX_GRAPH_DEPTH = 5
+DEFAULT_GRAPH_LIMIT = 50
+MAX_GRAPH_LIMIT = 200
+
+
+class RelationIn(StrictStruct):
+    target_id: Annotated[str, Meta(min_length=1, max_length=64)]
+    relation_type: RelationType
+    metadata: Metadata | None = None
+
+
+def relation_to_wire(row: Any) -> dict[str, Any]:
+    """A created relation: the SDK's `Relation` (id, source_id, target_id, relation_type,
+    created_at required)."""
+    return {
+        "id": str(row["id"]),
+        "source_id": str(row["source_id"]),
+        "target_id": str(row["target_id"]),
+        "relation_type": row["relation_type"],
+        "metadata": row["metadata"] or {},
+        "created_at": iso(row["created_at"]),
+    }
+
+
+def linked_to_wire(row: Any) -> dict[str, Any]:
+    """One relation as seen from one of its memories: the SDK's `RelationWithMemory`, with the
+    memory at the other end."""
+    return {
+        "id": str(row["id"]),
+        "relation_type": row["relation_type"],
+        "direction": row["direction"],
+        "memory": {
+            "id": str(row["other_id"]),
+            "content": row["content"],
+            "importance": float(row["importance"]),
+            "memory_type": row["memory_type"],
+            "namespace": row["namespace"],
+        },
+        "metadata": row["metadata"] or {},
+        "created_at": iso(row["created_at"]),
+    }
+
+
+def node_to_wire(row: Any) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "content": row["content"],
+        "importance": float(row["importance"]),
+        "memory_type": row["memory_type"],
+        "namespace": row["namespace"],
+        "depth": int(row["depth"]),
+    }
+
+
+def edge_to_wire(row: Any) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "source_id": str(row["source_id"]),
+        "target_id": str(row["target_id"]),
+        "relation_type": row["relation_type"],
+    }

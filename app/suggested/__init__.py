@@ -1,0 +1,1 @@
+"""GET /v1/suggested: memories worth a look now (hot, fresh, stale, decaying)."""

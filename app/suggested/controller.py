@@ -1,0 +1,48 @@
+"""HTTP for GET /v1/suggested (free)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, get
+from litestar.di import NamedDependency
+from litestar.params import FromQuery, QueryParameter
+
+from app.api.params import Conn, WalletRequest
+from app.memory.schemas import memory_to_wire
+from app.suggested.repository import SuggestionFilter
+from app.suggested.service import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    Category,
+    SuggestedService,
+    suggestion_to_wire,
+)
+
+
+class SuggestedController(Controller):
+    path = "/v1"
+    tags = ["suggestions"]
+
+    @get("/suggested")
+    async def suggested(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        suggestions: NamedDependency[SuggestedService],
+        limit: Annotated[int, QueryParameter(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+        category: FromQuery[Category | None] = None,
+        namespace: FromQuery[str | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
+    ) -> dict[str, Any]:
+        f = SuggestionFilter(
+            wallet=request.user, namespace=namespace, session_id=session_id,
+            agent_id=agent_id, category=category,
+        )  # fmt: skip
+        rows, counts, total = await suggestions.suggested(conn, f, limit)
+        return {
+            "suggested": [{**memory_to_wire(r), **suggestion_to_wire(r)} for r in rows],
+            "categories": counts,
+            "total": total,
+        }

@@ -1,0 +1,34 @@
+"""HTTP for GET /v1/tags (free)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get
+from litestar.di import NamedDependency
+from litestar.params import FromQuery
+
+from app.api.params import Conn, WalletRequest
+from app.tags.service import TagService
+
+
+class TagController(Controller):
+    path = "/v1"
+    tags = ["tags"]
+
+    @get("/tags")
+    async def list_tags(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        tag_index: NamedDependency[TagService],
+        namespace: FromQuery[str | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
+    ) -> dict[str, Any]:
+        counted = await tag_index.tag_counts(conn, request.user, namespace, session_id, agent_id)
+        return {
+            "tags": [tag for tag, _ in counted],
+            "counts": dict(counted),
+            "total": len(counted),
+        }

@@ -1,0 +1,24 @@
+"""Tags of a wallet's live memories (metadata.tags), optionally within a namespace, session or
+agent. The answer keeps `tags` a list of names, as MemoClaw's CLI prints it, most used first
+(ties by name), with `counts` beside it."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from app.memory.schemas import reject_nul
+from app.tags import repository as repo
+
+
+class TagService:
+    async def tag_counts(
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[tuple[str, int]]:
+        reject_nul([namespace, session_id, agent_id], "$.query")
+        rows = await repo.tag_counts(conn, wallet, namespace, session_id, agent_id)
+        return [(r["tag"], int(r["count"])) for r in rows]

@@ -1,0 +1,73 @@
+"""HTTP for GET /v1/export (a streamed document) and POST /v1/import (free calls)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, MediaType, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromQuery, JSONBody, QueryParameter
+from litestar.response import Stream
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.params import Conn, WalletRequest
+from app.memory.repository import MemoryFilter
+from app.memory.schemas import MemoryType, parse_time, split_tags
+from app.transfer.schemas import IMPORT_MAX_BODY_BYTES, ExportFormat, ImportIn, ImportItems
+from app.transfer.service import TransferService
+
+Transfers = NamedDependency[TransferService]
+
+
+class TransferController(Controller):
+    path = "/v1"
+    tags = ["export and import"]
+
+    # `conn` is taken although the stream reads on a connection of its own: the request's
+    # transaction is where the wallet's free-tier count is read for x-free-tier-remaining.
+    @get("/export")
+    async def export(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        transfers: Transfers,
+        export_format: Annotated[ExportFormat, QueryParameter(name="format")] = "json",
+        namespace: FromQuery[str | None] = None,
+        memory_type: FromQuery[MemoryType | None] = None,
+        tags: FromQuery[list[str] | None] = None,
+        session_id: FromQuery[str | None] = None,
+        agent_id: FromQuery[str | None] = None,
+        after: FromQuery[str | None] = None,
+        before: FromQuery[str | None] = None,
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+        include_deleted: FromQuery[bool] = False,
+    ) -> Stream:
+        # Everything is checked here, before the 200 and the first byte go out.
+        memory_filter = MemoryFilter(
+            wallet=request.user,
+            namespace=namespace,
+            session_id=session_id,
+            agent_id=agent_id,
+            memory_types=[memory_type] if memory_type else None,
+            tags=split_tags(",".join(tags)) if tags else None,
+            after=parse_time(after or since, "after"),
+            before=parse_time(before or until, "before"),
+            include_deleted=include_deleted,
+        )
+        return Stream(
+            transfers.export(request.app.state.pool, memory_filter, export_format),
+            media_type=MediaType.JSON,
+        )
+
+    @post("/import", status_code=HTTP_200_OK, request_max_body_size=IMPORT_MAX_BODY_BYTES)
+    async def import_memories(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        transfers: Transfers,
+        data: JSONBody[ImportIn | ImportItems],
+    ) -> dict[str, Any]:
+        items = data if isinstance(data, list) else transfers.check_envelope(data)
+        report = await transfers.import_memories(conn, request.user, items)
+        return {"imported": report.imported, "skipped": report.skipped}

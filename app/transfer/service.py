@@ -1,0 +1,192 @@
+"""Export and import of a wallet's memories.
+
+Export streams: rows come from a server-side cursor in batches and are written into the document
+as they arrive, so a 100k-memory wallet never sits in memory. The request's own transaction ends
+when the handler returns, before the body is sent, so the stream reads on a connection of its
+own, in a read-only REPEATABLE READ transaction (one snapshot for the whole document).
+
+Import keeps every user field of each memory (timestamps and access counts included), gives it a
+new id in the caller's wallet, embeds it again, and skips what the caller already holds: the same
+content in the same namespace, in the same state (live, or soft-deleted), also within the import.
+Every item is validated first, as a store would; one bad item refuses the whole import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from app.ai.embedders import EmbedResult
+from app.api.errors import InvalidInput
+from app.history import service as history
+from app.memory.repository import MemoryFilter
+from app.memory.schemas import DEFAULT_IMPORTANCE, StoreIn, parse_time, reject_nul
+from app.memory.service import MemoryService, content_digest, now_utc, prepare_store
+from app.transfer import repository as repo
+from app.transfer.repository import ImportedMemory
+from app.transfer.schemas import DOCUMENTS, ImportIn, ImportItem
+
+# Rows fetched from the export cursor at a time, and rows embedded and inserted per statement on
+# import: large enough to amortise round trips, small enough to keep memory flat.
+EXPORT_BATCH_ROWS = 500
+IMPORT_CHUNK_ROWS = 500
+
+
+@dataclass
+class ImportReport:
+    imported: int
+    skipped: int
+
+
+def prepare_import(item: ImportItem, now: datetime, index: int) -> ImportedMemory | None:
+    """An item checked like a store (plus its timestamps), or None when it has expired."""
+    field = f"memories[{index}]."
+    try:
+        reject_nul(item, f"$.memories[{index}]")
+        expires_at = parse_time(item.expires_at, f"{field}expires_at")
+        created_at = parse_time(item.created_at, f"{field}created_at") or now
+        updated_at = parse_time(item.updated_at, f"{field}updated_at") or created_at
+        accessed_at = parse_time(item.accessed_at, f"{field}accessed_at") or created_at
+        deleted_at = parse_time(item.deleted_at, f"{field}deleted_at")
+        expired = expires_at is not None and expires_at <= now
+        fields = prepare_store(
+            StoreIn(
+                content=item.content,
+                metadata=item.metadata,
+                importance=item.importance,
+                # an export lists metadata.tags again as `tags`; an empty list adds nothing
+                tags=item.tags or None,
+                namespace=item.namespace,
+                memory_type=item.memory_type,
+                session_id=item.session_id,
+                agent_id=item.agent_id,
+                expires_at=None if expired else item.expires_at,
+                pinned=item.pinned,
+                immutable=item.immutable,
+            ),
+            now,
+            field,
+        )
+    except InvalidInput as exc:
+        exc.details["index"] = index
+        raise
+    if expired:
+        return None
+    return ImportedMemory(
+        id=uuid.uuid4(),
+        content=fields.content,
+        content_hash=content_digest(fields.content),
+        metadata=fields.metadata,
+        importance=DEFAULT_IMPORTANCE if fields.importance is None else fields.importance,
+        namespace=fields.namespace,
+        memory_type=fields.memory_type,
+        session_id=fields.session_id,
+        agent_id=fields.agent_id,
+        expires_at=fields.expires_at,
+        pinned=fields.pinned,
+        immutable=fields.immutable,
+        created_at=created_at,
+        updated_at=updated_at,
+        accessed_at=accessed_at,
+        access_count=item.access_count or 0,
+        deleted_at=deleted_at,
+    )
+
+
+class TransferService:
+    def __init__(
+        self,
+        memories: MemoryService,
+        export_batch_rows: int = EXPORT_BATCH_ROWS,
+        import_chunk_rows: int = IMPORT_CHUNK_ROWS,
+    ) -> None:
+        self.memories = memories
+        self.export_batch_rows = export_batch_rows
+        self.import_chunk_rows = import_chunk_rows
+
+    # ---- export ----------------------------------------------------------------------------
+
+    async def export(
+        self, pool: asyncpg.Pool, f: MemoryFilter, export_format: str
+    ) -> AsyncIterator[bytes]:
+        """The export document in pieces: the envelope's head, one piece per cursor batch, and
+        the tail with the count. A connection is held only while the body is being read."""
+        document = DOCUMENTS[export_format]()
+        yield document.start()
+        count = 0
+        async with (
+            pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            async for rows in repo.export_batches(conn, f, self.export_batch_rows):
+                count += len(rows)
+                yield document.rows(rows)
+        yield document.end(count)
+
+    # ---- import ----------------------------------------------------------------------------
+
+    def check_envelope(self, envelope: ImportIn) -> list[ImportItem]:
+        if envelope.format not in (None, "json"):
+            raise InvalidInput(
+                f"Only json exports can be imported (this one is {envelope.format!r}); export"
+                " with format=json",
+                {"field": "format"},
+            )
+        return envelope.memories
+
+    async def import_memories(
+        self, conn: asyncpg.Connection, wallet: str, items: list[ImportItem]
+    ) -> ImportReport:
+        now = now_utc()
+        prepared = [prepare_import(item, now, i) for i, item in enumerate(items)]
+        await repo.lock_imports(conn, wallet)
+        held = await repo.held_contents(
+            conn, wallet, {(p.namespace, p.content_hash) for p in prepared if p is not None}
+        )
+        new: list[ImportedMemory] = []
+        for p in prepared:
+            if p is None:
+                continue
+            key = (p.namespace, p.content_hash, p.deleted_at is None)
+            if key not in held:
+                held.add(key)  # a later copy within this import is skipped too
+                new.append(p)
+        await self._embed_and_insert(conn, wallet, new)
+        return ImportReport(imported=len(new), skipped=len(items) - len(new))
+
+    async def _embed_and_insert(
+        self, conn: asyncpg.Connection, wallet: str, memories: list[ImportedMemory]
+    ) -> None:
+        """Chunk by chunk, embedding the next chunk (on the embedder's thread, or remotely)
+        while the database writes this one."""
+        embedder = self.memories.embedder
+        chunks = [
+            memories[start : start + self.import_chunk_rows]
+            for start in range(0, len(memories), self.import_chunk_rows)
+        ]
+        if not chunks:
+            return
+
+        def embed(chunk: list[ImportedMemory]) -> asyncio.Task[EmbedResult]:
+            return asyncio.create_task(embedder.embed([p.content for p in chunk]))
+
+        pending = embed(chunks[0])
+        try:
+            for i, chunk in enumerate(chunks):
+                embedded = await pending
+                if i + 1 < len(chunks):
+                    pending = embed(chunks[i + 1])
+                await repo.insert_many(conn, wallet, chunk, embedded.vectors, embedder.model_name)
+                await history.record(
+                    conn, wallet, [history.created(vars(p), "import") for p in chunk]
+                )
+        finally:
+            if not pending.done():
+                pending.cancel()  # a write failed: the next chunk's embedding is not needed
+            elif not pending.cancelled():
+                pending.exception()  # seen, so asyncio does not log it as never retrieved
