@@ -20,18 +20,22 @@ from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
 from app.api.health import health
 from app.api.ratelimit import RateLimitMiddleware
-from app.auth.controller import FreeTierController
+from app.auth.controller import FreeTierController, SessionController
 from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
+from app.auth.session import SessionTokens, parse_keys
 from app.auth.signature import WalletVerifier
 from app.config import Settings
 from app.consolidate.controller import ConsolidateController
 from app.consolidate.service import ConsolidateService
 from app.context.controller import ContextController
 from app.context.service import ContextService
+from app.core.controller import CoreController
+from app.core.service import CoreService
 from app.db.pool import asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_pgvector
 from app.db.transaction import provide_transaction
+from app.history.controller import HistoryController
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
 from app.memory.controller import MemoryController
@@ -42,7 +46,15 @@ from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
 from app.payments.network import configured_network
 from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service
+from app.relations.controller import RelationController
+from app.relations.service import RelationService
 from app.shared.store import build_shared_store
+from app.suggested.controller import SuggestedController
+from app.suggested.service import SuggestedService
+from app.tags.controller import TagController
+from app.tags.service import TagService
+from app.transfer.controller import TransferController
+from app.transfer.service import TransferService
 
 
 def _version() -> str:
@@ -66,12 +78,19 @@ def create_app(settings: Settings | None = None) -> Litestar:
     if not settings.database_url:
         raise RuntimeError("create_app needs settings.database_url (engram serve provides one)")
     embedder = build_embedder(
-        settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims
+        settings.openai_api_key,
+        settings.embed_base_url,
+        settings.embed_model,
+        settings.embed_dims,
+        settings.embed_int8,
     )
     free_tier = FreeTier(settings.free_tier_calls)
     facts = build_fact_model(settings.openai_api_key, settings.llm_base_url, settings.llm_model)
     memories = MemoryService(embedder, settings.recall_access_boost)
     shared = build_shared_store(settings.redis_url)
+    wallet_verifier = WalletVerifier(settings.auth_window_seconds)
+    # Configured keys, or (none configured) the database's generated secret, loaded at startup.
+    sessions = SessionTokens(parse_keys(settings.jwt_secrets), settings.session_ttl_seconds)
     network = configured_network(
         settings.x402_network,
         settings.x402_asset,
@@ -104,6 +123,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             async with pool.acquire() as conn:
                 await check_pgvector(conn)
                 await check_embedding_dims(conn, embedder.dims, embedder.model_name)
+                await sessions.load(conn)
             app.state.pool = pool
             yield
         finally:
@@ -121,6 +141,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "ingest": IngestService(memories, facts),
             "consolidation": ConsolidateService(memories, facts),
             "contexts": ContextService(memories, facts),
+            "relation_service": RelationService(),
+            "transfers": TransferService(memories),
+            "suggestions": SuggestedService(),
+            "core_memories": CoreService(memories),
+            "tag_index": TagService(),
+            "sessions": sessions,
+            "wallet_verifier": wallet_verifier,
             "version": _version(),
         }
     )
@@ -128,22 +155,47 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[
             health,
             FreeTierController,
+            SessionController,
+            SuggestedController,
+            CoreController,
+            TagController,
             MemoryController,
             IngestController,
             ConsolidateController,
             ContextController,
+            HistoryController,
             PaymentsController,
+            RelationController,
+            TransferController,
         ],
         dependencies={
             "conn": Provide(provide_transaction),
             **{
                 name: _from_state(name)
-                for name in ("memory_service", "free_tier", "ingest", "consolidation", "contexts")
+                for name in (
+                    "memory_service",
+                    "free_tier",
+                    "ingest",
+                    "consolidation",
+                    "contexts",
+                    "relation_service",
+                    "transfers",
+                )
+            },
+            **{
+                name: _from_state(name)
+                for name in (
+                    "suggestions",
+                    "core_memories",
+                    "tag_index",
+                    "sessions",
+                    "wallet_verifier",
+                )
             },
         },
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
         middleware=[
-            WalletAuthMiddleware(WalletVerifier(settings.auth_window_seconds)),
+            WalletAuthMiddleware(wallet_verifier, sessions),
             RateLimitMiddleware(shared, settings.rate_limit_per_minute),
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]

@@ -49,7 +49,11 @@ def migrate(settings: Settings) -> None:
     from app.db.schema import SchemaError, check_embedding_dims, check_pgvector, upgrade_to_head
 
     embedder = build_embedder(
-        settings.openai_api_key, settings.embed_base_url, settings.embed_model, settings.embed_dims
+        settings.openai_api_key,
+        settings.embed_base_url,
+        settings.embed_model,
+        settings.embed_dims,
+        settings.embed_int8,
     )
     url = settings.database_url or ""
 

@@ -44,6 +44,10 @@ class Settings:
     port: int = 8000
     free_tier_calls: int = 100
     auth_window_seconds: int = 300
+    # Session JWT keys, `kid:secret` or `secret`; the first signs, all verify (app/auth/session.py).
+    # Empty: one secret generated on first start and kept in the database's engram_settings.
+    jwt_secrets: tuple[str, ...] = field(default=(), repr=False)
+    session_ttl_seconds: int = 7 * 86_400
     # Requests per minute per wallet (IP when anonymous), all routes together; 0 disables this
     # overall limit. Routes' own limits (`limited(n)` in the handler's opt) apply regardless.
     rate_limit_per_minute: int = OVERALL_PER_MINUTE
@@ -52,6 +56,8 @@ class Settings:
     embed_base_url: str | None = None
     embed_model: str | None = None
     embed_dims: int | None = None
+    # the local MiniLM run as a dynamically quantized int8 model (app/ai/int8.py), else float
+    embed_int8: bool = True
     recall_access_boost: bool = True  # the contract's access boost; see app/memory/scoring.py
     llm_base_url: str | None = None  # any OpenAI-compatible chat endpoint
     llm_model: str | None = None  # default gpt-4o-mini
@@ -93,11 +99,18 @@ class Settings:
             host=_env("ENGRAM_HOST", "127.0.0.1") or "127.0.0.1",
             port=_env_int("ENGRAM_PORT", 8000),
             free_tier_calls=_env_int("ENGRAM_FREE_TIER_CALLS", 100),
+            jwt_secrets=tuple(
+                entry.strip()
+                for entry in (_env("ENGRAM_JWT_SECRETS") or "").split(",")
+                if entry.strip()
+            ),
+            session_ttl_seconds=_env_int("ENGRAM_SESSION_TTL_SECONDS", 7 * 86_400),
             rate_limit_per_minute=_env_int("ENGRAM_RATE_LIMIT_PER_MINUTE", OVERALL_PER_MINUTE),
             openai_api_key=_env("OPENAI_API_KEY"),
             embed_base_url=_env("ENGRAM_EMBED_BASE_URL"),
             embed_model=_env("ENGRAM_EMBED_MODEL"),
             embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
+            embed_int8=_env("ENGRAM_EMBED_INT8", "1") not in ("0", "false", "off"),
             recall_access_boost=_env("ENGRAM_RECALL_ACCESS_BOOST", "1")
             not in ("0", "false", "off"),
             llm_base_url=_env("ENGRAM_LLM_BASE_URL"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import auth
@@ -67,6 +68,44 @@ async def test_store_batch_is_one_transaction_and_dedups_within(
     assert r.status_code == 422
     count = (await client.get("/v1/memories/count", headers=auth(wallet))).json()["count"]
     assert count == 5
+
+
+async def test_store_batch_dedups_like_one_by_one_in_a_few_statements(
+    client: AsyncTestClient, wallet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the batch and against stored memories, exact and near duplicates merge into the
+    right memory, in order, and the batch costs a fixed number of statements (merges aside)."""
+    stored = await store(client, wallet, "Bob drives a red bicycle to work", tags=["stored"])
+    statements: list[str] = []
+    original = asyncpg.Connection._execute
+
+    async def counting(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+        statements.append(query)
+        return await original(self, query, *args, **kwargs)
+
+    items = [
+        {"content": "Alice is allergic to peanuts", "importance": 0.3},  # 0 new
+        {"content": FACTS[3]},  # 1 new
+        {"content": "Alice is allergic to peanuts.", "importance": 0.8, "tags": ["b"]},  # 2 ~0
+        {"content": "Bob drives a red bicycle to work."},  # 3 ~stored
+        {"content": "Alice is allergic to peanuts", "namespace": "work"},  # 4 new: other ns
+        {"content": FACTS[3], "pinned": True},  # 5 exact 1
+    ]
+    monkeypatch.setattr(asyncpg.Connection, "_execute", counting)
+    r = await client.post("/v1/store/batch", json={"memories": items}, headers=auth(wallet))
+    monkeypatch.undo()
+    assert r.status_code == 201, r.text
+    ids = r.json()["ids"]
+    assert r.json()["deduplicated_count"] == 3
+    assert ids[2] == ids[0] and ids[3] == stored["id"] and ids[5] == ids[1]
+    assert len({ids[0], ids[1], ids[4], stored["id"]}) == 4
+    merged = (await client.get(f"/v1/memories/{ids[0]}", headers=auth(wallet))).json()
+    assert merged["importance"] == 0.8 and merged["metadata"]["tags"] == ["b"]
+    assert (await client.get(f"/v1/memories/{ids[1]}", headers=auth(wallet))).json()["pinned"]
+    memory_statements = [q for q in statements if "memories" in q]
+    # lock, exact lookup, nearest lookup, one insert, three merges (plus history and the like)
+    assert sum("INSERT INTO memories" in q for q in memory_statements) == 1
+    assert sum("pg_advisory_xact_lock" in q for q in statements) == 1
 
 
 async def test_store_batch_limits(client: AsyncTestClient, wallet) -> None:

@@ -35,30 +35,37 @@ async def _store(client: AsyncTestClient, account, content: str, **fields) -> st
 async def test_score_matches_the_formula_by_hand(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    content = "The quarterly planning meeting moved to the large conference room"
-    query = "where is the planning meeting"
+    content = "The planning meeting moved to the large conference room"
+    query = "where is the quarterly planning meeting"
     memory_id = await _store(client, wallet, content, importance=0.7, memory_type="decision")
     # a second memory that matches the query's words better: keyword_match is relative to it
-    await _store(client, wallet, "Planning meeting: where the planning meeting is held")
+    await _store(client, wallet, "Agenda of the quarterly planning meeting")
     days_old, days_since_access, accesses = 10.0, 4.0, 3
     conn = await _db(database_url)
     await conn.execute(
         """UPDATE memories SET created_at = now() - make_interval(secs => $2),
                   accessed_at = now() - make_interval(secs => $3), access_count = $4
-           WHERE id = $1""",
+           WHERE user_id = $5 AND id = $1""",
         memory_id,
         days_old * 86400,
         days_since_access * 86400,
         accesses,
-    )
-    # keyword_match: this memory's ts_rank over the best among the wallet's candidates
-    ranks = await conn.fetch(
-        "SELECT id, ts_rank(tsv, replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')"
-        "::tsquery, 0) AS rank FROM memories WHERE user_id = $1",
         wallet.address.lower(),
-        query,
     )
-    raw = {str(r["id"]): float(r["rank"]) for r in ranks}
+    # keyword_match: the summed IDF of the query's words in this memory (BM25's idf over the
+    # wallet's memories), over the best among the candidates
+    docs = await conn.fetch(
+        "SELECT id, tsvector_to_array(tsv) AS lexemes FROM memories WHERE user_id = $1",
+        wallet.address.lower(),
+    )
+    words = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
+    assert sorted(words) == ["meet", "plan", "quarter"]
+    n_docs = len(docs)
+    idf = {}
+    for word in words:
+        df = sum(word in d["lexemes"] for d in docs)
+        idf[word] = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    raw = {str(d["id"]): sum(idf[w] for w in words if w in d["lexemes"]) for d in docs}
     keyword = raw[memory_id] / max(raw.values())
     await conn.close()
     vectors = (await LocalMiniLMEmbedder().embed([query, content])).vectors
@@ -266,7 +273,7 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
     real = memory_repository.recall_candidates
 
     async def spy(*args: object, **kwargs: object) -> object:
-        calls.append(bool(args[-1]))
+        calls.append(bool(args[5]))  # (conn, filter, vector, query, per_side, exact, size)
         return await real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(memory_repository, "recall_candidates", spy)
@@ -296,3 +303,30 @@ async def test_count_up_to_stops_at_the_cap(client: AsyncTestClient, database_ur
         assert await memory_repository.count_up_to(conn, f, 100) == 0
     finally:
         await conn.close()
+
+
+async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
+    client: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.db.transaction import commit_may_be_relaxed
+    from app.payments.gate import Charge
+
+    assert commit_may_be_relaxed(True, Charge(kind="free_call", wallet="0x1"))
+    assert commit_may_be_relaxed(True, Charge(kind="none", wallet=None))
+    assert not commit_may_be_relaxed(True, Charge(kind="x402", wallet="0x1"))
+    assert not commit_may_be_relaxed(False, Charge(kind="free_call", wallet="0x1"))
+
+    statements: list[str] = []
+    original = asyncpg.Connection.execute
+
+    async def spy(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+        statements.append(query)
+        return await original(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(asyncpg.Connection, "execute", spy)
+    wallet = Account.create()
+    await _store(client, wallet, FACTS[0])
+    assert not any("synchronous_commit" in q for q in statements)  # a store is durable
+    r = await client.post("/v1/recall", json={"query": "garden"}, headers=auth(wallet))
+    assert r.status_code == 200
+    assert any("synchronous_commit = off" in q for q in statements)

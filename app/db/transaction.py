@@ -13,7 +13,21 @@ from collections.abc import AsyncGenerator
 import asyncpg
 
 from app.api.params import MaybeWalletRequest
-from app.payments.gate import NO_CHARGE, PaymentGate
+from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
+
+# Set by a handler whose own writes are bookkeeping only (recall's access counts): its commit
+# need not wait for the WAL flush. A crash in the next ~200 ms (wal_writer_delay) may then forget
+# those counts and, at worst, the one free-tier call the request used; a recorded x402 payment
+# always commits durably.
+RELAXED_COMMIT_STATE = "relaxed_commit"
+
+
+def relax_commit(request: AnyRequest) -> None:
+    request.state[RELAXED_COMMIT_STATE] = True
+
+
+def commit_may_be_relaxed(asked: bool, charge: Charge) -> bool:
+    return asked and charge.kind != "x402"
 
 
 async def provide_transaction(
@@ -29,6 +43,8 @@ async def provide_transaction(
             charge = await gate.authorize(request, conn)
             yield conn
             await gate.settle(request, conn, charge)
+            if commit_may_be_relaxed(bool(request.state.get(RELAXED_COMMIT_STATE)), charge):
+                await conn.execute("SET LOCAL synchronous_commit = off")
         except BaseException:
             await tx.rollback()
             raise

@@ -11,6 +11,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.api.params import Conn, Limit100, Offset, WalletRequest
+from app.db.transaction import relax_commit
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import (
     BatchUpdateIn,
@@ -29,6 +30,8 @@ from app.memory.schemas import (
 from app.memory.service import MemoryService
 from app.payments import prices
 from app.payments.prices import paid
+from app.relations.schemas import linked_to_wire
+from app.relations.service import RelationService
 
 Memories = NamedDependency[MemoryService]
 
@@ -151,13 +154,23 @@ class MemoryController(Controller):
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
     async def recall(
-        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[RecallIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        relation_service: NamedDependency[RelationService],
+        data: JSONBody[RecallIn],
     ) -> dict[str, Any]:
         recalled, tokens = await memory_service.recall(conn, request.user, data)
+        relax_commit(request)  # its writes are access counts (app/db/transaction.py)
         items = [_recalled_to_wire(r) for r in recalled]
         if data.include_relations:
-            for item in items:
-                item["relations"] = []  # relation listing arrives with the relations API
+            # GET /v1/memories/{id}/relations's list shape, for every result in one query
+            linked = await relation_service.of_memories(
+                conn, request.user, [r.row["id"] for r in recalled]
+            )
+            for item, r in zip(items, recalled, strict=True):
+                item["relations"] = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
         return {"memories": items, "query_tokens": tokens}
 
     @get(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import asyncpg
 import numpy as np
@@ -19,13 +19,17 @@ COLUMNS = (
     " m.memory_type, m.session_id, m.agent_id, m.expires_at, m.pinned, m.immutable,"
     " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at"
 )
+# _filtered binds the wallet first, so its placeholder is always $1 (joins and subqueries name
+# it to prune partitions at planning time: memories are partitioned by user_id).
+WALLET = "$1"
 # Live relations of m (both directions), whose other end is itself live: feeds recall's decay.
-RELATION_COUNT = """(
+# For statements whose wallet is bound as $1.
+RELATION_COUNT = f"""(
     SELECT count(*) FROM memory_relations r
-    JOIN memories o ON o.user_id = r.user_id
+    JOIN memories o ON o.user_id = {WALLET}
         AND o.id = CASE WHEN r.source_id = m.id THEN r.target_id ELSE r.source_id END
-    WHERE r.user_id = m.user_id AND (r.source_id = m.id OR r.target_id = m.id)
-        AND o.deleted_at IS NULL
+    WHERE r.user_id = {WALLET} AND (r.source_id = m.id OR r.target_id = m.id)
+        AND o.deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now())
 )"""
 # A recall query's words OR-ed together (plainto_tsquery ANDs them, which long questions rarely
 # satisfy); the lexemes are already normalised, so the text is cast, not re-parsed.
@@ -69,6 +73,10 @@ class MemoryFields:
     immutable: bool
 
 
+# (namespace, SHA-256 of the content): what exact-content dedup compares
+ContentKey = tuple[str, bytes]
+
+
 @dataclass
 class NewMemory:
     wallet: str
@@ -97,11 +105,6 @@ class _Sql:
         return " AND ".join(self.clauses) if self.clauses else "true"
 
 
-# _filtered binds the wallet first, so its placeholder is always $1 (joins name it to prune
-# partitions: memories are partitioned by user_id).
-WALLET = "$1"
-
-
 def _filtered(f: MemoryFilter) -> _Sql:
     sql = _Sql()
     sql.where(f"m.user_id = {sql.param(f.wallet)}")
@@ -127,53 +130,102 @@ def _filtered(f: MemoryFilter) -> _Sql:
 # ---- writes ------------------------------------------------------------------------------------
 
 
-async def lock_content(
-    conn: asyncpg.Connection, wallet: str, namespace: str, digest: bytes
-) -> None:
-    """Serialise concurrent stores of the same content (clients retry POSTs) until commit."""
+def _content_lock_key(wallet: str, namespace: str, digest: bytes) -> str:
+    return f"{wallet}\x1f{namespace}\x1f{digest.hex()}"
+
+
+def _flat(vectors: list[np.ndarray]) -> list[float]:
+    """Vectors as one flat real[] parameter (asyncpg has no codec for vector[])."""
+    return np.concatenate(vectors).astype(np.float32).tolist() if vectors else []
+
+
+def _nth_vector(param: str, ordinal: str, vectors: list[np.ndarray]) -> str:
+    """SQL for the `ordinal`-th (1-based) vector of a parameter built by _flat."""
+    dims = len(vectors[0]) if vectors else 0
+    return f"({param}::real[])[({ordinal} - 1) * {dims} + 1 : {ordinal} * {dims}]::vector"
+
+
+async def lock_contents(conn: asyncpg.Connection, wallet: str, keys: list[ContentKey]) -> None:
+    """Serialise concurrent stores of the same content (clients retry POSTs) until commit.
+
+    One statement for a whole batch; locks are taken in sorted order, so two batches sharing
+    contents cannot deadlock.
+    """
     await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        f"{wallet}\x1f{namespace}\x1f{digest.hex()}",
+        "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k",
+        sorted({_content_lock_key(wallet, namespace, digest) for namespace, digest in keys}),
     )
 
 
-async def insert(conn: asyncpg.Connection, new: NewMemory) -> asyncpg.Record:
-    return await conn.fetchrow(
+async def find_same_contents(
+    conn: asyncpg.Connection, wallet: str, keys: list[ContentKey]
+) -> dict[ContentKey, asyncpg.Record]:
+    """The live memory (the oldest) already holding each (namespace, content digest)."""
+    rows = await conn.fetch(
+        f"""SELECT DISTINCT ON (m.namespace, m.content_hash) {COLUMNS}, m.content_hash
+            FROM memories m
+            JOIN unnest($2::text[], $3::bytea[]) AS u(namespace, content_hash)
+              ON m.namespace = u.namespace AND m.content_hash = u.content_hash
+            WHERE m.user_id = $1 AND {LIVE}
+            ORDER BY m.namespace, m.content_hash, m.created_at""",
+        wallet, [k[0] for k in keys], [k[1] for k in keys],
+    )  # fmt: skip
+    return {(r["namespace"], bytes(r["content_hash"])): r for r in rows}
+
+
+async def nearest_each(
+    conn: asyncpg.Connection, wallet: str, namespaces: list[str], embeddings: list[np.ndarray]
+) -> list[tuple[asyncpg.Record, float] | None]:
+    """For each (namespace, embedding): the wallet's closest live memory there and its cosine."""
+    rows = await conn.fetch(
+        f"""SELECT u.i, near.* FROM (
+                SELECT v.namespace, v.i, {_nth_vector("$3", "v.i", embeddings)} AS embedding
+                FROM unnest($2::text[]) WITH ORDINALITY AS v(namespace, i)
+            ) u
+            CROSS JOIN LATERAL (
+                SELECT {COLUMNS}, 1 - (m.embedding <=> u.embedding) AS similarity FROM memories m
+                WHERE m.user_id = $1 AND m.namespace = u.namespace AND {LIVE}
+                ORDER BY m.embedding <=> u.embedding LIMIT 1
+            ) near""",
+        wallet, namespaces, _flat(embeddings),
+    )  # fmt: skip
+    found: list[tuple[asyncpg.Record, float] | None] = [None] * len(namespaces)
+    for r in rows:
+        found[int(r["i"]) - 1] = (r, float(r["similarity"]))
+    return found
+
+
+async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[asyncpg.Record]:
+    """Insert memories in one statement; rows come back in the order given."""
+    if not new:
+        return []
+    ids = [uuid4() for _ in new]
+    vectors = [n.embedding for n in new]
+    rows = await conn.fetch(
         f"""
-        INSERT INTO memories AS m (user_id, content, content_hash, embedding, embedding_model,
-            metadata, importance, namespace, memory_type, session_id, agent_id, expires_at,
-            pinned, immutable)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+        INSERT INTO memories AS m (id, user_id, content, content_hash, embedding,
+            embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
+            expires_at, pinned, immutable)
+        SELECT u.id, u.user_id, u.content, u.content_hash, {_nth_vector("$5", "u.i", vectors)},
+            u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
+            u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable
+        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $6::text[], $7::jsonb[],
+            $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[],
+            $14::bool[], $15::bool[]) WITH ORDINALITY
+            AS u(id, user_id, content, content_hash, embedding_model, metadata, importance,
+                 namespace, memory_type, session_id, agent_id, expires_at, pinned, immutable, i)
         RETURNING {COLUMNS}
         """,
-        new.wallet, new.fields.content, new.content_hash, new.embedding, new.embedding_model,
-        new.fields.metadata, new.importance, new.fields.namespace, new.fields.memory_type,
-        new.fields.session_id, new.fields.agent_id, new.fields.expires_at, new.fields.pinned,
-        new.fields.immutable,
+        ids, [n.wallet for n in new], [n.fields.content for n in new],
+        [n.content_hash for n in new], _flat(vectors),
+        [n.embedding_model for n in new], [n.fields.metadata for n in new],
+        [n.importance for n in new], [n.fields.namespace for n in new],
+        [n.fields.memory_type for n in new], [n.fields.session_id for n in new],
+        [n.fields.agent_id for n in new], [n.fields.expires_at for n in new],
+        [n.fields.pinned for n in new], [n.fields.immutable for n in new],
     )  # fmt: skip
-
-
-async def find_same_content(
-    conn: asyncpg.Connection, wallet: str, namespace: str, digest: bytes
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(
-        f"""SELECT {COLUMNS} FROM memories m
-            WHERE m.user_id = $1 AND m.namespace = $2 AND m.content_hash = $3 AND {LIVE}
-            LIMIT 1""",
-        wallet, namespace, digest,
-    )  # fmt: skip
-
-
-async def nearest(
-    conn: asyncpg.Connection, wallet: str, namespace: str, embedding: np.ndarray
-) -> tuple[asyncpg.Record, float] | None:
-    row = await conn.fetchrow(
-        f"""SELECT {COLUMNS}, 1 - (m.embedding <=> $3) AS similarity FROM memories m
-            WHERE m.user_id = $1 AND m.namespace = $2 AND {LIVE}
-            ORDER BY m.embedding <=> $3 LIMIT 1""",
-        wallet, namespace, embedding,
-    )  # fmt: skip
-    return (row, float(row["similarity"])) if row else None
+    by_id = {r["id"]: r for r in rows}
+    return [by_id[i] for i in ids]
 
 
 async def merge_duplicate(
@@ -235,6 +287,26 @@ async def soft_delete(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) ->
         ids, wallet,
     )  # fmt: skip
     return [r["id"] for r in rows]
+
+
+async def get_including_deleted(
+    conn: asyncpg.Connection, wallet: str, memory_id: UUID
+) -> asyncpg.Record | None:
+    """A wallet's memory even if soft-deleted (restore), locked; expired ones stay gone."""
+    return await conn.fetchrow(
+        f"""SELECT {COLUMNS} FROM memories m
+            WHERE m.id = $1 AND m.user_id = $2 AND (m.expires_at IS NULL OR m.expires_at > now())
+            FOR UPDATE""",
+        memory_id, wallet,
+    )  # fmt: skip
+
+
+async def restore(conn: asyncpg.Connection, wallet: str, memory_id: UUID) -> asyncpg.Record:
+    return await conn.fetchrow(
+        f"""UPDATE memories m SET deleted_at = NULL, updated_at = now()
+            WHERE m.id = $1 AND m.user_id = $2 RETURNING {COLUMNS}""",
+        memory_id, wallet,
+    )  # fmt: skip
 
 
 async def record_access(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> None:
@@ -326,8 +398,12 @@ async def recall_candidates(
     query: str,
     per_side: int,
     exact: bool,
+    corpus_size: int,
 ) -> tuple[list[asyncpg.Record], int]:
     """Vector top-N (HNSW with iterative scan, or an exact scan) united with keyword top-N.
+
+    `keyword_match` is the sum of the inverse document frequencies of the query's words found
+    in a memory, over `corpus_size` rows (how many match the filter, or a cap for big wallets).
 
     Returns the candidates with their raw signals and how many the vector side found, so the
     caller can fall back to an exact scan when filters starved the index scan.
@@ -335,23 +411,35 @@ async def recall_candidates(
     sql = _filtered(f)
     where = sql.sql()
     vec = sql.param(embedding)
-    tsq = OR_TSQUERY.format(p=sql.param(query))
+    text = sql.param(query)
+    tsq = OR_TSQUERY.format(p=text)
     n = sql.param(per_side)
     # `+ 0` hides the distance from the HNSW index, forcing an exact scan of the filtered rows.
     order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
+    # keyword side: each query word weighted by its rarity among the rows searched (BM25's
+    # inverse document frequency; counts stop at `corpus_size`, so a word in thousands of a big
+    # wallet's memories costs one capped index count and weighs ~0)
+    size = sql.param(corpus_size)
+    keyword = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
+    lex = f"""lex AS (
+        SELECT l.lq, ln(1 + ({size} - d.n + 0.5) / (d.n + 0.5)) AS idf
+        FROM (SELECT quote_literal(w)::tsquery AS lq
+              FROM unnest(tsvector_to_array(to_tsvector('english', {text}))) w) l,
+        LATERAL (SELECT count(*) AS n FROM (
+            SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ l.lq LIMIT {size}) s) d
+    ),"""
     rows = await conn.fetch(
         f"""
-        WITH q AS (SELECT {tsq} AS tsq),
+        WITH q AS (SELECT {tsq} AS tsq), {lex}
         vec AS (SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT {n}),
         kw AS (
             SELECT m.id FROM memories m, q WHERE {where} AND m.tsv @@ q.tsq
-            ORDER BY ts_rank(m.tsv, q.tsq, 0) DESC LIMIT {n}
+            ORDER BY {keyword} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
         SELECT {COLUMNS},
                1 - (m.embedding <=> {vec}) AS vector_sim,
-               CASE WHEN m.tsv @@ q.tsq THEN ts_rank(m.tsv, q.tsq, 0) ELSE 0 END
-                   AS keyword_match,
+               CASE WHEN m.tsv @@ q.tsq THEN {keyword} ELSE 0 END AS keyword_match,
                {RELATION_COUNT} AS relation_count,
                (SELECT count(*) FROM vec) AS vector_hits
         FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q

@@ -19,6 +19,11 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
 - type_decay = 0.5 ** (days_since_last_access / half_life), pinned memories exempt (1.0).
   The decay timer starts at the last access (accessed_at, which a recall resets), and each relation
   stretches the half-life by 10 % up to 2× (10 relations): connected memories decay slower.
+  half_life = type_half_life × (1 + 0.10 × min(relation_count, 10)); e.g. a general memory
+  untouched for 60 days keeps 0.5 with no relation, 0.5 ** (60 / 66) ≈ 0.53 with one, 0.5 ** (60 /
+  120) ≈ 0.71 with ten. relation_count counts the memory's relations in both directions whose other
+  end is live (app/memory/repository.py RELATION_COUNT), so deleting the memory at the other end
+  takes the stretch (and the importance bonus above) away again.
 - keyword_match = ts_rank(tsv, query) of the query's words OR-ed together, divided by the best
   such rank among the recall's candidates: 1.0 for the best keyword match, 0..1 for the rest.
   (bench/locomo.py, 2 conversations, no access boost: R@10 0.600 with ts_rank_cd / (rank + 1),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -18,6 +18,7 @@ import numpy as np
 
 from app.ai.embedders import Embedder
 from app.api.errors import Conflict, InvalidInput, NotFound
+from app.history import service as history
 from app.memory import repository as repo
 from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
 from app.memory.schemas import (
@@ -69,6 +70,14 @@ def now_utc() -> datetime:
 class StoreOutcome:
     row: asyncpg.Record
     deduplicated: bool
+    before: asyncpg.Record | None = None  # a dedup: the memory merged into, as it was (history)
+
+
+def store_history(outcome: StoreOutcome, action: history.Action) -> history.Change | None:
+    """A stored item's history: `action` for a new memory, an update for what a merge changed."""
+    if not outcome.deduplicated:
+        return history.created(outcome.row, action)
+    return history.updated(outcome.before, outcome.row) if outcome.before is not None else None
 
 
 @dataclass
@@ -124,6 +133,55 @@ def merged_metadata(existing: dict[str, Any], incoming: dict[str, Any]) -> dict[
     return merged
 
 
+@dataclass
+class _BatchPlan:
+    """What each item of a store becomes: new (`targets[i] is None`), or merged into a stored
+    memory (its record) or into an earlier new item of the batch (its index)."""
+
+    items: list[MemoryFields]
+    vectors: list[np.ndarray]
+    keys: list[repo.ContentKey]
+    fresh: list[int] = field(default_factory=list)
+    targets: list[asyncpg.Record | int | None] = field(default_factory=list)
+    _first_new: dict[repo.ContentKey, int] = field(default_factory=dict)
+
+    def decide(
+        self,
+        i: int,
+        stored_same: asyncpg.Record | None,
+        stored_near: tuple[asyncpg.Record, float] | None,
+    ) -> None:
+        target = self._duplicate_of(i, stored_same, stored_near)
+        if target is None:
+            self._first_new.setdefault(self.keys[i], i)
+            self.fresh.append(i)
+        self.targets.append(target)
+
+    def _duplicate_of(
+        self,
+        i: int,
+        stored_same: asyncpg.Record | None,
+        stored_near: tuple[asyncpg.Record, float] | None,
+    ) -> asyncpg.Record | int | None:
+        if stored_same is not None:
+            return stored_same
+        if self.keys[i] in self._first_new:
+            return self._first_new[self.keys[i]]
+        # the nearest among stored memories and the batch's earlier new items (what a one-by-one
+        # store would compare against), if it is close enough
+        near: list[tuple[float, asyncpg.Record | int]] = []
+        if stored_near is not None:
+            near.append((stored_near[1], stored_near[0]))
+        namespace = self.items[i].namespace
+        near.extend(
+            (float(np.dot(self.vectors[i], self.vectors[j])), j)
+            for j in self.fresh
+            if self.items[j].namespace == namespace
+        )
+        similarity, target = max(near, key=lambda c: c[0], default=(0.0, None))
+        return target if similarity >= DEDUP_SIMILARITY else None
+
+
 class MemoryService:
     def __init__(self, embedder: Embedder, access_boost: bool = True) -> None:
         self.embedder = embedder
@@ -136,7 +194,8 @@ class MemoryService:
     ) -> tuple[StoreOutcome, int]:
         prepared = prepare_store(item, now_utc())
         embedded = await self.embedder.embed([prepared.content])
-        outcome = await self._write(conn, wallet, prepared, embedded.vectors[0])
+        [outcome] = await self._write(conn, wallet, [prepared], embedded.vectors)
+        await history.record(conn, wallet, [store_history(outcome, "create")])
         return outcome, embedded.tokens
 
     async def store_batch(
@@ -145,57 +204,81 @@ class MemoryService:
         wallet: str,
         items: list[StoreIn],
         near_dedup: bool = True,
+        history_action: history.Action = "create",
     ) -> tuple[list[StoreOutcome], int]:
+        """`history_action` is what new memories are recorded as ("import" for the import API)."""
         now = now_utc()
         prepared = [prepare_store(item, now, f"memories[{i}].") for i, item in enumerate(items)]
         embedded = await self.embedder.embed([p.content for p in prepared])
-        outcomes = []
-        for p, vector in zip(prepared, embedded.vectors, strict=True):
-            # Earlier items of the batch are visible to later ones, so the batch dedups itself.
-            outcomes.append(await self._write(conn, wallet, p, vector, near_dedup))
+        outcomes = await self._write(conn, wallet, prepared, embedded.vectors, near_dedup)
+        # one statement for the whole batch's history
+        await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
         return outcomes, embedded.tokens
 
     async def create_exact(
-        self, conn: asyncpg.Connection, wallet: str, fields: MemoryFields
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        fields: MemoryFields,
+        history_action: history.Action = "create",
     ) -> tuple[asyncpg.Record, int]:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         embedded = await self.embedder.embed([fields.content])
-        row = await self._insert(conn, wallet, fields, embedded.vectors[0])
+        [row] = await repo.insert_many(conn, [self._new(wallet, fields, embedded.vectors[0])])
+        await history.record(conn, wallet, [history.created(row, history_action)])
         return row, embedded.tokens
 
-    async def _insert(
-        self, conn: asyncpg.Connection, wallet: str, fields: MemoryFields, vector: np.ndarray
-    ) -> asyncpg.Record:
-        return await repo.insert(
-            conn,
-            NewMemory(
-                wallet=wallet,
-                fields=fields,
-                importance=DEFAULT_IMPORTANCE if fields.importance is None else fields.importance,
-                content_hash=content_digest(fields.content),
-                embedding=vector,
-                embedding_model=self.embedder.model_name,
-            ),
+    def _new(self, wallet: str, fields: MemoryFields, vector: np.ndarray) -> NewMemory:
+        return NewMemory(
+            wallet=wallet,
+            fields=fields,
+            importance=DEFAULT_IMPORTANCE if fields.importance is None else fields.importance,
+            content_hash=content_digest(fields.content),
+            embedding=vector,
+            embedding_model=self.embedder.model_name,
         )
 
     async def _write(
         self,
         conn: asyncpg.Connection,
         wallet: str,
-        p: MemoryFields,
-        vector: np.ndarray,
+        items: list[MemoryFields],
+        vectors: list[np.ndarray],
         near_dedup: bool = True,
-    ) -> StoreOutcome:
-        digest = content_digest(p.content)
-        await repo.lock_content(conn, wallet, p.namespace, digest)
-        duplicate = await repo.find_same_content(conn, wallet, p.namespace, digest)
-        if duplicate is None and near_dedup:
-            near = await repo.nearest(conn, wallet, p.namespace, vector)
-            if near is not None and near[1] >= DEDUP_SIMILARITY:
-                duplicate = near[0]
-        if duplicate is not None:
-            return StoreOutcome(await self._merge(conn, duplicate, p), deduplicated=True)
-        return StoreOutcome(await self._insert(conn, wallet, p, vector), deduplicated=False)
+    ) -> list[StoreOutcome]:
+        """Store `items` as if one by one, in order, in a fixed number of statements.
+
+        Each item merges into a duplicate (the same content in its namespace, else with
+        `near_dedup` the closest memory there at cosine >= DEDUP_SIMILARITY) among the wallet's
+        memories and the batch's earlier new items, or is inserted. Lookups run once for the
+        whole batch against the stored memories; the batch's own items are compared here.
+        Statements: lock, exact lookup, nearest lookup, one insert, plus one per merge.
+        """
+        keys = [(p.namespace, content_digest(p.content)) for p in items]
+        await repo.lock_contents(conn, wallet, keys)
+        stored_same = await repo.find_same_contents(conn, wallet, keys)
+        stored_near = (
+            await repo.nearest_each(conn, wallet, [p.namespace for p in items], vectors)
+            if near_dedup
+            else [None] * len(items)
+        )
+        plan = _BatchPlan(items, vectors, keys)
+        for i in range(len(items)):
+            plan.decide(i, stored_same.get(keys[i]), stored_near[i])
+        fresh = [self._new(wallet, items[i], vectors[i]) for i in plan.fresh]
+        inserted = dict(zip(plan.fresh, await repo.insert_many(conn, fresh), strict=True))
+        latest: dict[UUID, asyncpg.Record] = {}  # each memory as this batch last left it
+        outcomes = []
+        for i, target in enumerate(plan.targets):
+            if target is None:
+                outcomes.append(StoreOutcome(inserted[i], deduplicated=False))
+                continue
+            existing = inserted[target] if isinstance(target, int) else target
+            before = latest.get(existing["id"], existing)
+            merged = await self._merge(conn, before, items[i])
+            latest[merged["id"]] = merged
+            outcomes.append(StoreOutcome(merged, deduplicated=True, before=before))
+        return outcomes
 
     async def _merge(
         self, conn: asyncpg.Connection, existing: asyncpg.Record, p: MemoryFields
@@ -246,6 +329,14 @@ class MemoryService:
     async def update(
         self, conn: asyncpg.Connection, wallet: str, memory_id: str, patch: UpdateIn
     ) -> tuple[asyncpg.Record, int]:
+        before, after, tokens = await self._apply_update(conn, wallet, memory_id, patch)
+        await history.record(conn, wallet, [history.updated(before, after)])
+        return after, tokens
+
+    async def _apply_update(
+        self, conn: asyncpg.Connection, wallet: str, memory_id: str, patch: UpdateIn
+    ) -> tuple[asyncpg.Record, asyncpg.Record, int]:
+        """The memory before and after the update, and the tokens embedding its content took."""
         rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)], for_update=True)
         if not rows:
             raise NotFound(f"Memory {memory_id} not found")
@@ -256,26 +347,30 @@ class MemoryService:
             changes.update(self.content_columns(new_content, embedded.vectors[0]))
             tokens = embedded.tokens
         if not changes:
-            return rows[0], 0
-        return await repo.update(conn, wallet, rows[0]["id"], changes), tokens
+            return rows[0], rows[0], 0
+        return rows[0], await repo.update(conn, wallet, rows[0]["id"], changes), tokens
 
     async def update_batch(
         self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]
     ) -> tuple[list[dict[str, Any]], int]:
         """Apply each update in its own savepoint: one bad item is reported, not fatal."""
         results: list[dict[str, Any]] = []
+        changes: list[history.Change | None] = []
         tokens = 0
         for memory_id, patch in patches:
             try:
                 async with conn.transaction():
-                    _, used = await self.update(conn, wallet, memory_id, patch)
+                    before, after, used = await self._apply_update(conn, wallet, memory_id, patch)
                 tokens += used
+                changes.append(history.updated(before, after))
                 results.append({"id": memory_id, "updated": True})
             except (NotFound, Conflict, InvalidInput) as exc:
                 results.append(
                     {"id": memory_id, "updated": False, "error": exc.message,
                      "status": exc.status_code}
                 )  # fmt: skip
+        # the items that applied, in one statement (a failed item's savepoint left nothing)
+        await history.record(conn, wallet, changes)
         return results, tokens
 
     def changes_for(
@@ -331,7 +426,21 @@ class MemoryService:
             raise Conflict(f"Memory {memory_id} is immutable and cannot be deleted")
         deleted_id: UUID = row["id"]
         await repo.soft_delete(conn, wallet, [deleted_id])
+        await history.record(conn, wallet, history.deleted([deleted_id]))
         return deleted_id
+
+    async def restore(
+        self, conn: asyncpg.Connection, wallet: str, memory_id: str
+    ) -> asyncpg.Record:
+        """Undelete a soft-deleted memory of the wallet (Engram's addition to the contract)."""
+        row = await repo.get_including_deleted(conn, wallet, parse_memory_id(memory_id))
+        if row is None:
+            raise NotFound(f"Memory {memory_id} not found")
+        if row["deleted_at"] is None:
+            raise Conflict(f"Memory {memory_id} is not deleted")
+        restored = await repo.restore(conn, wallet, row["id"])
+        await history.record(conn, wallet, [history.restored(row["id"])])
+        return restored
 
     async def delete_many(
         self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]
@@ -344,7 +453,9 @@ class MemoryService:
                 parsed[raw] = None
         valid = [u for u in parsed.values() if u is not None]
         found = {r["id"]: r for r in await repo.get_many(conn, wallet, valid, for_update=True)}
-        deleted = set(await repo.soft_delete(conn, wallet, valid))
+        deleted_ids = await repo.soft_delete(conn, wallet, valid)
+        await history.record(conn, wallet, history.deleted(deleted_ids))
+        deleted = set(deleted_ids)
         results = []
         for raw, uid in parsed.items():
             if uid in deleted:
@@ -367,14 +478,17 @@ class MemoryService:
         embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
-        exact = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1) <= EXACT_SCAN_MAX_ROWS
+        matching = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
+        exact = matching <= EXACT_SCAN_MAX_ROWS
         rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, req.query, per_side, exact
+            conn, f, vector, req.query, per_side, exact, matching
         )
         if not exact and vector_hits < per_side:
             # Many rows match, yet the index scan came back short (filters starved it even with
             # iterative scanning): an exact scan returns the true top k.
-            rows, _ = await repo.recall_candidates(conn, f, vector, req.query, per_side, True)
+            rows, _ = await repo.recall_candidates(
+                conn, f, vector, req.query, per_side, True, matching
+            )
         now = now_utc()
         best_keyword = max((float(r["keyword_match"]) for r in rows), default=0.0)
         ranked = sorted(
