@@ -87,9 +87,12 @@ async def store_conversation(
             r.raise_for_status()
 
 
-async def ask(http: httpx.AsyncClient, key: str, question: str, k: int) -> list[dict[str, Any]]:
+async def ask(
+    http: httpx.AsyncClient, key: str, question: str, k: int, auth: str | None = None
+) -> list[dict[str, Any]]:
+    """Recall the top k; `auth` is a header signed beforehand (so timing covers the POST only)."""
     r = await http.post("/v1/recall", json={"query": question, "limit": k},
-                        headers={"x-wallet-auth": sign_header(key)})  # fmt: skip
+                        headers={"x-wallet-auth": auth or sign_header(key)})  # fmt: skip
     r.raise_for_status()
     memories: list[dict[str, Any]] = r.json()["memories"]
     return memories
@@ -97,6 +100,14 @@ async def ask(http: httpx.AsyncClient, key: str, question: str, k: int) -> list[
 
 def dia_ids_of(memory: dict[str, Any]) -> list[str]:
     return [memory["metadata"]["dia_id"]] if "dia_id" in memory["metadata"] else []
+
+
+def score(ranked: list[str], evidence: list[str], top10: list[str]) -> dict[str, float]:
+    """One question's figures: ranked turn ids against its evidence, and the words of the top 10."""
+    row = {f"R@{k}": len(set(ranked[:k]) & set(evidence)) / len(evidence) for k in KS}
+    row["hit@10"] = float(bool(set(ranked[:10]) & set(evidence)))
+    row["tokens@10"] = float(len(" ".join(top10).split()))
+    return row
 
 
 async def evaluate(base_url: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -120,23 +131,28 @@ async def evaluate(base_url: str, samples: list[dict[str, Any]]) -> dict[str, An
                 memories = await ask(http, key, qa["question"], max(KS))
                 latencies.append(time.perf_counter() - t0)
                 ranked = [d for m in memories for d in dia_ids_of(m)]
-                row = {f"R@{k}": len(set(ranked[:k]) & set(evidence)) / len(evidence) for k in KS}
-                row["hit@10"] = float(bool(set(ranked[:10]) & set(evidence)))
-                top10 = " ".join(m["content"] for m in memories[:10])
-                row["tokens@10"] = float(len(top10.split()))
+                row = score(ranked, evidence, [m["content"] for m in memories[:10]])
                 per_category[category].append(row)
     return {"per_category": per_category, "latencies": latencies}
 
 
-def report(result: dict[str, Any]) -> dict[str, Any]:
-    per_category = result["per_category"]
-    columns = [*(f"R@{k}" for k in KS), "hit@10", "tokens@10"]
+COLUMNS = [*(f"R@{k}" for k in KS), "hit@10", "tokens@10"]
+
+
+def summarise(per_category: dict[int, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Mean of each figure per category and overall, with the number of questions."""
     table: dict[str, dict[str, float]] = {}
     everything = [row for rows in per_category.values() for row in rows]
     for name, rows in [*((f"{c} {CATEGORIES[c]}", per_category[c]) for c in sorted(per_category)),
                        ("overall", everything)]:  # fmt: skip
-        table[name] = {col: statistics.fmean(r[col] for r in rows) for col in columns}
+        table[name] = {col: statistics.fmean(r[col] for r in rows) for col in COLUMNS}
         table[name]["questions"] = len(rows)
+    return table
+
+
+def report(result: dict[str, Any]) -> dict[str, Any]:
+    columns = COLUMNS
+    table = summarise(result["per_category"])
     print(f"\n{'':16s}" + "".join(f"{c:>10s}" for c in [*columns, "questions"]))
     for name, figures in table.items():
         print(f"{name:16s}" + "".join(
