@@ -19,17 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from app.memory.schemas import (
-    Content,
-    Importance,
-    MemoryType,
-    Metadata,
-    Name,
-    OptionalName,
-    StrictStruct,
-    Tags,
-    memory_to_wire,
-)
+from app.memory.schemas import StoreIn, StrictStruct, memory_to_wire
 
 ExportFormat = Literal["json", "csv", "markdown"]
 # An import holds its rows in one transaction and embeds every new memory: a cap keeps one
@@ -40,22 +30,12 @@ IMPORT_MAX_BODY_BYTES = 64 * 1024 * 1024
 AccessCount = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 
 
-class ImportItem(StrictStruct):
-    """A memory object as exported (contract "Memory object"). The source's `id`, `user_id` and
-    `embedding_model` are accepted and ignored: imported memories get new ids, belong to the
-    caller and are embedded again; `tags` mirrors metadata.tags, as on store."""
+class ImportItem(StoreIn):
+    """A memory object as exported (contract "Memory object"): what a store takes, plus the
+    timestamps and counts an import keeps. The source's `id`, `user_id` and `embedding_model`
+    are accepted and ignored: imported memories get new ids, belong to the caller and are
+    embedded again; `tags` mirrors metadata.tags, as on store."""
 
-    content: Content
-    metadata: Metadata | None = None
-    tags: Tags | None = None
-    importance: Importance | None = None
-    namespace: Name | None = None
-    memory_type: MemoryType | None = None
-    session_id: OptionalName | None = None
-    agent_id: OptionalName | None = None
-    expires_at: str | None = None
-    pinned: bool | None = None
-    immutable: bool | None = None
     created_at: str | None = None
     updated_at: str | None = None
     accessed_at: str | None = None

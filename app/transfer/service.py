@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
+import msgspec
 
 from app.ai.embedders import EmbedResult
 from app.api.errors import InvalidInput
 from app.history import service as history
 from app.memory.repository import MemoryFilter
-from app.memory.schemas import DEFAULT_IMPORTANCE, StoreIn, parse_time, reject_nul
+from app.memory.schemas import DEFAULT_IMPORTANCE, parse_time, reject_nul
 from app.memory.service import MemoryService, content_digest, now_utc, prepare_store
 from app.transfer import repository as repo
 from app.transfer.repository import ImportedMemory
@@ -55,19 +56,11 @@ def prepare_import(item: ImportItem, now: datetime, index: int) -> ImportedMemor
         deleted_at = parse_time(item.deleted_at, f"{field}deleted_at")
         expired = expires_at is not None and expires_at <= now
         fields = prepare_store(
-            StoreIn(
-                content=item.content,
-                metadata=item.metadata,
-                importance=item.importance,
+            msgspec.structs.replace(
+                item,
                 # an export lists metadata.tags again as `tags`; an empty list adds nothing
                 tags=item.tags or None,
-                namespace=item.namespace,
-                memory_type=item.memory_type,
-                session_id=item.session_id,
-                agent_id=item.agent_id,
                 expires_at=None if expired else item.expires_at,
-                pinned=item.pinned,
-                immutable=item.immutable,
             ),
             now,
             field,
