@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from app.memory import service as memory_service
 from tests.conftest import auth
 from tests.facts import FACTS
 
@@ -70,11 +71,14 @@ async def test_store_batch_is_one_transaction_and_dedups_within(
     assert count == 5
 
 
+@pytest.mark.parametrize("lookup", ["scan", "index"])
 async def test_store_batch_dedups_like_one_by_one_in_a_few_statements(
-    client: AsyncTestClient, wallet, monkeypatch: pytest.MonkeyPatch
+    client: AsyncTestClient, wallet, monkeypatch: pytest.MonkeyPatch, lookup: str
 ) -> None:
     """Within the batch and against stored memories, exact and near duplicates merge into the
     right memory, in order, and the batch costs a fixed number of statements (merges aside)."""
+    if lookup == "index":  # the near-duplicate lookup walks the HNSW graph, as for big wallets
+        monkeypatch.setattr(memory_service, "DEDUP_SCAN_MAX_ROWS", 0)
     stored = await store(client, wallet, "Bob drives a red bicycle to work", tags=["stored"])
     statements: list[str] = []
     original = asyncpg.Connection._execute
@@ -93,7 +97,7 @@ async def test_store_batch_dedups_like_one_by_one_in_a_few_statements(
     ]
     monkeypatch.setattr(asyncpg.Connection, "_execute", counting)
     r = await client.post("/v1/store/batch", json={"memories": items}, headers=auth(wallet))
-    monkeypatch.undo()
+    monkeypatch.setattr(asyncpg.Connection, "_execute", original)
     assert r.status_code == 201, r.text
     ids = r.json()["ids"]
     assert r.json()["deduplicated_count"] == 3

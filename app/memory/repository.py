@@ -174,18 +174,29 @@ async def find_same_contents(
 
 
 async def nearest_each(
-    conn: asyncpg.Connection, wallet: str, namespaces: list[str], embeddings: list[np.ndarray]
+    conn: asyncpg.Connection,
+    wallet: str,
+    namespaces: list[str],
+    embeddings: list[np.ndarray],
+    exact: bool,
 ) -> list[tuple[asyncpg.Record, float] | None]:
-    """For each (namespace, embedding): the wallet's closest live memory there and its cosine."""
+    """For each (namespace, embedding): the wallet's closest live memory there and its cosine.
+
+    `exact` scans the wallet's rows for each item instead of walking the HNSW graph (cheaper
+    for a small wallet; the graph walk stays ~0.4 ms per item however big the wallet grows).
+    """
+    order = "(m.embedding <=> u.embedding) + 0" if exact else "m.embedding <=> u.embedding"
     rows = await conn.fetch(
-        f"""SELECT u.i, near.* FROM (
+        # MATERIALIZED: each vector is sliced out of the parameter once, not once per distance
+        f"""WITH u AS MATERIALIZED (
                 SELECT v.namespace, v.i, {_nth_vector("$3", "v.i", embeddings)} AS embedding
                 FROM unnest($2::text[]) WITH ORDINALITY AS v(namespace, i)
-            ) u
+            )
+            SELECT u.i, near.* FROM u
             CROSS JOIN LATERAL (
                 SELECT {COLUMNS}, 1 - (m.embedding <=> u.embedding) AS similarity FROM memories m
                 WHERE m.user_id = $1 AND m.namespace = u.namespace AND {LIVE}
-                ORDER BY m.embedding <=> u.embedding LIMIT 1
+                ORDER BY {order} LIMIT 1
             ) near""",
         wallet, namespaces, _flat(embeddings),
     )  # fmt: skip

@@ -49,6 +49,9 @@ CANDIDATES_PER_RESULT = 4
 # small wallet in a big partition has to skip most nodes (calibration in ../shared stack.md:
 # forced HNSW 63 ms vs exact 1.3 ms for a 900-memory wallet among 1M rows).
 EXACT_SCAN_MAX_ROWS = 2000
+# A store's near-duplicate lookup runs once per item: up to this many stored memories a scan of
+# them beats a graph walk per item (100 items against 500 rows: ~30 ms either way, measured).
+DEDUP_SCAN_MAX_ROWS = 500
 
 
 def content_digest(content: str) -> bytes:
@@ -252,16 +255,21 @@ class MemoryService:
         `near_dedup` the closest memory there at cosine >= DEDUP_SIMILARITY) among the wallet's
         memories and the batch's earlier new items, or is inserted. Lookups run once for the
         whole batch against the stored memories; the batch's own items are compared here.
-        Statements: lock, exact lookup, nearest lookup, one insert, plus one per merge.
+        Statements: lock, exact lookup, count and nearest lookup, one insert, one per merge.
         """
         keys = [(p.namespace, content_digest(p.content)) for p in items]
         await repo.lock_contents(conn, wallet, keys)
         stored_same = await repo.find_same_contents(conn, wallet, keys)
-        stored_near = (
-            await repo.nearest_each(conn, wallet, [p.namespace for p in items], vectors)
-            if near_dedup
-            else [None] * len(items)
-        )
+        stored_near: list[tuple[asyncpg.Record, float] | None] = [None] * len(items)
+        if near_dedup:
+            stored = await repo.count_up_to(conn, MemoryFilter(wallet), DEDUP_SCAN_MAX_ROWS + 1)
+            stored_near = await repo.nearest_each(
+                conn,
+                wallet,
+                [p.namespace for p in items],
+                vectors,
+                exact=stored <= DEDUP_SCAN_MAX_ROWS,
+            )
         plan = _BatchPlan(items, vectors, keys)
         for i in range(len(items)):
             plan.decide(i, stored_same.get(keys[i]), stored_near[i])
