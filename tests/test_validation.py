@@ -122,6 +122,13 @@ async def test_bad_query_parameters_are_422(client: AsyncTestClient, wallet) -> 
         "/v1/memories?memory_type=diary",
         "/v1/memories?after=yesterday",
         "/v1/memories/search?q=",
+        "/v1/memories?namespace=a%00b",
+        "/v1/memories/count?tags=x,%00",
+        "/v1/memories/search?q=kettle&agent_id=%00",
+        "/v1/memories?session_id=%00",
+        "/v1/export?namespace=%00",
+        "/v1/tags?namespace=%00",
+        "/v1/suggested?agent_id=%00",
     ):
         r = await client.get(path, headers=h)
         assert r.status_code == 422, (path, r.text)

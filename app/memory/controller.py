@@ -24,45 +24,15 @@ from app.memory.schemas import (
     UpdateIn,
     iso,
     memory_to_wire,
-    parse_time,
     split_tags,
 )
-from app.memory.service import MemoryService
+from app.memory.service import MemoryService, list_filter
 from app.payments import prices
 from app.payments.prices import paid
 from app.relations.schemas import linked_to_wire
 from app.relations.service import RelationService
 
 Memories = NamedDependency[MemoryService]
-
-
-def _list_filter(
-    wallet: str,
-    *,
-    namespace: str | None = None,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    memory_type: str | None = None,
-    tags: list[str] | None = None,
-    after: str | None = None,
-    before: str | None = None,
-    pinned: bool | None = None,
-    immutable: bool | None = None,
-    include_deleted: bool = False,
-) -> MemoryFilter:
-    return MemoryFilter(
-        wallet=wallet,
-        namespace=namespace,
-        session_id=session_id,
-        agent_id=agent_id,
-        memory_types=[memory_type] if memory_type else None,
-        tags=split_tags(",".join(tags)) if tags else None,
-        after=parse_time(after, "after"),
-        before=parse_time(before, "before"),
-        pinned=pinned,
-        immutable=immutable,
-        include_deleted=include_deleted,
-    )
 
 
 def provide_memory_filter(
@@ -81,7 +51,7 @@ def provide_memory_filter(
     include_deleted: FromQuery[bool] = False,
 ) -> MemoryFilter:
     """The list/count query parameters (`since`/`until` are the CLI's names for after/before)."""
-    return _list_filter(
+    return list_filter(
         request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
         memory_type=memory_type, tags=tags, after=after or since, before=before or until,
         pinned=pinned, immutable=immutable, include_deleted=include_deleted,
@@ -206,7 +176,7 @@ class MemoryController(Controller):
     async def search(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[SearchIn]
     ) -> dict[str, Any]:
-        f = _list_filter(
+        f = list_filter(
             request.user, namespace=data.namespace, session_id=data.session_id,
             agent_id=data.agent_id, memory_type=data.memory_type,
             tags=split_tags(data.tags), after=data.after, before=data.before,
@@ -228,7 +198,7 @@ class MemoryController(Controller):
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
-        f = _list_filter(
+        f = list_filter(
             request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
             memory_type=memory_type, tags=tags,
         )  # fmt: skip

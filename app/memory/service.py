@@ -550,3 +550,35 @@ def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
         after=parse_time((filters.after if filters else None) or req.after, "filters.after"),
         before=parse_time((filters.before if filters else None) or req.before, "filters.before"),
     )
+
+
+def list_filter(
+    wallet: str,
+    *,
+    namespace: str | None = None,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    memory_type: str | None = None,
+    tags: list[str] | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    pinned: bool | None = None,
+    immutable: bool | None = None,
+    include_deleted: bool = False,
+) -> MemoryFilter:
+    """The filter of list, count, search and export from their query strings (validated)."""
+    # PostgreSQL text cannot hold NUL: a 422 here, not a database error
+    reject_nul([namespace, session_id, agent_id, memory_type, *(tags or [])], "$.query")
+    return MemoryFilter(
+        wallet=wallet,
+        namespace=namespace,
+        session_id=session_id,
+        agent_id=agent_id,
+        memory_types=[memory_type] if memory_type else None,
+        tags=split_tags(",".join(tags)) if tags else None,
+        after=parse_time(after, "after"),
+        before=parse_time(before, "before"),
+        pinned=pinned,
+        immutable=immutable,
+        include_deleted=include_deleted,
+    )

@@ -11,8 +11,8 @@ from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.params import Conn, WalletRequest
-from app.memory.repository import MemoryFilter
-from app.memory.schemas import MemoryType, parse_time, split_tags
+from app.memory.schemas import MemoryType
+from app.memory.service import list_filter
 from app.transfer.schemas import IMPORT_MAX_BODY_BYTES, ExportFormat, ImportIn, ImportItems
 from app.transfer.service import TransferService
 
@@ -44,17 +44,11 @@ class TransferController(Controller):
         include_deleted: FromQuery[bool] = False,
     ) -> Stream:
         # Everything is checked here, before the 200 and the first byte go out.
-        memory_filter = MemoryFilter(
-            wallet=request.user,
-            namespace=namespace,
-            session_id=session_id,
-            agent_id=agent_id,
-            memory_types=[memory_type] if memory_type else None,
-            tags=split_tags(",".join(tags)) if tags else None,
-            after=parse_time(after or since, "after"),
-            before=parse_time(before or until, "before"),
+        memory_filter = list_filter(
+            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
+            memory_type=memory_type, tags=tags, after=after or since, before=before or until,
             include_deleted=include_deleted,
-        )
+        )  # fmt: skip
         return Stream(
             transfers.export(request.app.state.pool, memory_filter, export_format),
             media_type=MediaType.JSON,
