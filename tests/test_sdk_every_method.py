@@ -25,19 +25,23 @@ from memoclaw import AsyncMemoClaw, MemoClaw
 from memoclaw.errors import APIError, AuthenticationError, NotFoundError
 from memoclaw.types import Message, StoreInput, UpdateInput
 
-from app.asgi import create_app
-from app.config import Settings
-from tests.conftest import served
+from tests.test_serve import start_serve, stop_serve
 
 T = TypeVar("T")
 Client = MemoClaw | AsyncMemoClaw
 
 
 @pytest.fixture(scope="module")
-def base_url(settings: Settings) -> Iterator[str]:
-    """Engram served by uvicorn in a thread, with its own app instance and pool."""
-    with served(create_app(settings)) as url:
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Engram started as the README says (`engram serve`: embedded PostgreSQL, local embedder),
+    in a fresh data directory; the overall per-wallet rate limit is lifted, since one test makes
+    more than 100 calls a minute with one wallet."""
+    data_dir = tmp_path_factory.mktemp("engram-sdk")
+    proc, url = start_serve(data_dir, data_dir / "serve.log", ENGRAM_RATE_LIMIT_PER_MINUTE="0")
+    try:
         yield url
+    finally:
+        stop_serve(proc, data_dir, data_dir / "serve.log")
 
 
 def _client_kwargs(base_url: str, tmp_path: Path) -> dict[str, Any]:

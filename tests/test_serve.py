@@ -77,9 +77,11 @@ def postmasters(pgdata: Path) -> list[int]:
     return pids
 
 
-def start_serve(data_dir: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(
+    data_dir: Path, log: Path, *extra: str, **env: str
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = run_engram(["serve", "--port", str(port), *extra], engram_env(data_dir), log)
+    proc = run_engram(["serve", "--port", str(port), *extra], engram_env(data_dir, **env), log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
