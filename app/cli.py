@@ -75,6 +75,16 @@ def migrate(settings: Settings) -> None:
         raise SystemExit(f"engram: {exc}") from exc
 
 
+def prepare_local_model(settings: Settings) -> None:
+    """Build the local int8 embedding model now (once per machine, a few seconds), so the first
+    request does not wait for it; workers then only load the cached file."""
+    if settings.uses_remote_embedder or not settings.embed_int8:
+        return
+    from app.ai.embedders import LocalMiniLMEmbedder
+
+    asyncio.run(LocalMiniLMEmbedder(intra_op_threads=1).warm())
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import signal
 
@@ -94,6 +104,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             settings = stack.enter_context(dev_chain(settings))
         ready = stack.enter_context(database(settings))
         migrate(ready)
+        prepare_local_model(ready)
         if args.workers > 1:
             _serve_workers(ready, args.workers)
             return

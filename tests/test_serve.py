@@ -168,8 +168,13 @@ def test_serve_stores_recalls_stops_cleanly_and_keeps_data(data_dir: Path) -> No
 
 def test_serve_with_two_workers(tmp_path: Path) -> None:
     """--workers 2: two worker processes share the port and the one embedded PostgreSQL."""
-    proc, url = start_serve(tmp_path, tmp_path / "workers.log", "--workers", "2")
+    models = tmp_path / "models"
+    proc, url = start_serve(
+        tmp_path, tmp_path / "workers.log", "--workers", "2", ENGRAM_MODEL_CACHE=str(models)
+    )
     try:
+        # serve built the int8 embedding model before listening: no request waits for it
+        assert len(list(models.glob("*.onnx"))) == 1
         workers = [
             child
             for child in psutil.Process(proc.pid).children(recursive=True)
