@@ -66,6 +66,7 @@ from app.memory.repository import OR_TSQUERY, MemoryFilter
 from app.memory.schemas import RecallIn
 from app.memory.service import (
     CANDIDATES_PER_RESULT,
+    EXACT_SCAN_MAX_ROWS,
     MIN_CANDIDATES_PER_SIDE,
     MemoryService,
     recall_filter,
@@ -741,14 +742,15 @@ async def index_recall(pool: asyncpg.Pool, case: CaseRun, sweep_n: int) -> dict[
 async def variants(pool: asyncpg.Pool, case: CaseRun, n: int) -> dict[str, Any]:
     """Evidence for the suggestions: candidates by exact scan only (what a per-wallet size rule
     would run), the vector and keyword sides alone, and how many rows the keyword side ranks.
-    The two sides are written out here as repository.recall_candidates words its CTEs (keep the
-    ranking function in step with it)."""
+    The two sides are written out here roughly as repository.recall_candidates words its CTEs;
+    the keyword side here ranks by ts_rank, cheaper than the app's per-word IDF sum."""
     exact, vec, kw, kw_rows = [], [], [], []
     async with pool.acquire() as conn:
         for q in case.queries[:n]:
             f = recall_filter(case.wallet, request(q, case.filtered))
             t = time.perf_counter()
-            await repo.recall_candidates(conn, f, q.vector, q.text, PER_SIDE, True)
+            size = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
+            await repo.recall_candidates(conn, f, q.vector, q.text, PER_SIDE, True, size)
             exact.append(time.perf_counter() - t)
             sql = repo._filtered(f)
             where = sql.sql()
