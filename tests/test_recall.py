@@ -330,3 +330,23 @@ async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
     r = await client.post("/v1/recall", json={"query": "garden"}, headers=auth(wallet))
     assert r.status_code == 200
     assert any("synchronous_commit = off" in q for q in statements)
+
+
+async def test_memory_partitions_leave_room_for_hot_access_updates(database_url) -> None:
+    """Recall's access-count updates touch no indexed column: with free space on the page they
+    are heap-only, instead of re-inserting the row into the HNSW, GIN and btree indexes."""
+    conn = await _db(database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT c.relname, c.reloptions FROM pg_inherits i"
+            " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'memories'::regclass"
+        )
+        assert len(rows) == 16
+        assert all("fillfactor=80" in (r["reloptions"] or []) for r in rows)
+        indexed = await conn.fetchval(
+            "SELECT string_agg(pg_get_indexdef(indexrelid), ' ') FROM pg_index"
+            " WHERE indrelid = 'memories'::regclass"
+        )
+        assert "access_count" not in indexed and "accessed_at" not in indexed
+    finally:
+        await conn.close()

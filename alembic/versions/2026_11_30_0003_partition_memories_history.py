@@ -23,6 +23,9 @@ branch_labels = None
 depends_on = None
 
 PARTITIONS = 16
+# Room on each page for recall's access-count updates to be HOT (heap-only: no new entry in the
+# HNSW, GIN and btree indexes); on full pages every recall re-inserted 10 rows into every index.
+FILLFACTOR = 80
 MEMORY_TYPES = ("correction", "preference", "decision", "project", "observation", "general")
 HISTORY_ACTIONS = ("create", "update", "consolidate", "delete", "restore", "import")
 COPIED = (
@@ -95,6 +98,7 @@ def upgrade() -> None:
         op.execute(
             f"CREATE TABLE memories_p{remainder:02d} PARTITION OF memories"
             f" FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {remainder})"
+            f" WITH (fillfactor = {FILLFACTOR})"
         )
     op.execute(f"INSERT INTO memories ({COPIED}) SELECT {COPIED} FROM memories_unpartitioned")
     op.execute("DROP TABLE memories_unpartitioned")

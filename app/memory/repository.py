@@ -36,6 +36,11 @@ RELATION_COUNT = f"""(
 OR_TSQUERY = "replace(plainto_tsquery('english', {p})::text, ' & ', ' | ')::tsquery"
 
 
+# The keyword side ranks its matches by summed IDF (a subquery per row); a big wallet can have
+# thousands of matches for a common word, so they are first cut to this many by ts_rank (a
+# plain C function). Wallets with fewer matches are ranked by IDF in full.
+KEYWORD_PREFILTER = 500
+
 # MemoryFilter fields that match a column of the same name exactly.
 EQUALITY_FILTERS = ("namespace", "session_id", "agent_id", "pinned", "immutable")
 
@@ -444,8 +449,10 @@ async def recall_candidates(
         WITH q AS (SELECT {tsq} AS tsq), {lex}
         vec AS (SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT {n}),
         kw AS (
-            SELECT m.id FROM memories m, q WHERE {where} AND m.tsv @@ q.tsq
-            ORDER BY {keyword} DESC LIMIT {n}
+            SELECT m.id FROM (
+                SELECT m.id, m.tsv FROM memories m, q WHERE {where} AND m.tsv @@ q.tsq
+                ORDER BY ts_rank(m.tsv, q.tsq, 0) DESC LIMIT {KEYWORD_PREFILTER}
+            ) m ORDER BY {keyword} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
         SELECT {COLUMNS},
