@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -124,7 +125,7 @@ def scale_rows(results: Path) -> list[Row]:
         Row(
             f"recall server p95, {scale}, big wallet, filters",
             "<= 10 ms, full k, index recall@10 >= 0.95",
-            f"{p95:.1f} ms, full k: {full_k}, index recall@10 {index_text}",
+            f"{p95:.1f} ms, full k: {full_k}, index recall@10 {index_text} (no filter)",
             "stack.md floor (1M, partitioned): 11.7 ms p95",
             met,
             source,
@@ -277,7 +278,7 @@ def plot(results: Path, rows: list[Row], out: Path) -> bool:
     curve.set_ylim(0, 1)
     curve.legend(fontsize=8)
     measured = [r for r in rows if r.ratio is not None]
-    labels = [r.metric.split(" (")[0][:38] for r in measured]
+    labels = [textwrap.shorten(r.metric, 52, placeholder="…") for r in measured]
     values = [min(r.ratio or 0.0, 3.0) for r in measured]
     colours = ["tab:green" if r.met else "tab:red" for r in measured]
     bars.barh(labels, values, color=colours)
