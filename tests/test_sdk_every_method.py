@@ -25,6 +25,7 @@ from memoclaw import AsyncMemoClaw, MemoClaw
 from memoclaw.errors import APIError, AuthenticationError, NotFoundError
 from memoclaw.types import Message, StoreInput, UpdateInput
 
+from tests.test_sdk_compat import _client_kwargs
 from tests.test_serve import start_serve, stop_serve
 
 T = TypeVar("T")
@@ -42,16 +43,6 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         stop_serve(proc, data_dir, data_dir / "serve.log")
-
-
-def _client_kwargs(base_url: str, tmp_path: Path) -> dict[str, Any]:
-    return {
-        "base_url": base_url,
-        # No retries: a retried POST could store twice and hide the first failure.
-        "max_retries": 0,
-        # A missing file: a ~/.memoclaw/config.json on this machine must not leak in.
-        "config_path": tmp_path / "no-memoclaw-config.json",
-    }
 
 
 @pytest.fixture
