@@ -419,7 +419,8 @@ async def recall_candidates(
     """Vector top-N (HNSW with iterative scan, or an exact scan) united with keyword top-N.
 
     `keyword_match` is the sum of the inverse document frequencies of the query's words found
-    in a memory, over `corpus_size` rows (how many match the filter, or a cap for big wallets).
+    in a memory, counted over `corpus_size` of the rows searched (all of them, or a sample of a
+    big wallet's).
 
     Returns the candidates with their raw signals and how many the vector side found, so the
     caller can fall back to an exact scan when filters starved the index scan.
@@ -433,16 +434,18 @@ async def recall_candidates(
     # `+ 0` hides the distance from the HNSW index, forcing an exact scan of the filtered rows.
     order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
     # keyword side: each query word weighted by its rarity among the rows searched (BM25's
-    # inverse document frequency; counts stop at `corpus_size`, so a word in thousands of a big
-    # wallet's memories costs one capped index count and weighs ~0)
+    # inverse document frequency), counted in one read of up to `corpus_size` of those rows:
+    # all of a small wallet's, a sample of a big one's (counting a common word over every match
+    # of a 100k-memory wallet would cost a bitmap of thousands of rows per word)
     size = sql.param(corpus_size)
     keyword = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
-    lex = f"""lex AS (
-        SELECT l.lq, ln(1 + ({size} - d.n + 0.5) / (d.n + 0.5)) AS idf
+    lex = f"""sample AS MATERIALIZED (SELECT m.tsv FROM memories m WHERE {where} LIMIT {size}),
+    lex AS (
+        SELECT l.lq, ln(1 + (d.total - d.n + 0.5) / (d.n + 0.5)) AS idf
         FROM (SELECT quote_literal(w)::tsquery AS lq
               FROM unnest(tsvector_to_array(to_tsvector('english', {text}))) w) l,
-        LATERAL (SELECT count(*) AS n FROM (
-            SELECT 1 FROM memories m WHERE {where} AND m.tsv @@ l.lq LIMIT {size}) s) d
+        LATERAL (SELECT count(*) FILTER (WHERE s.tsv @@ l.lq) AS n, count(*) AS total
+                 FROM sample s) d
     ),"""
     rows = await conn.fetch(
         f"""
