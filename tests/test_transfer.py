@@ -8,6 +8,7 @@ import io
 import json
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,10 +21,9 @@ from memoclaw.types import ExportResponse, Memory
 
 from app.config import LOCAL_EMBED_DIMS
 from app.db.pool import create_pool
-from app.memory.repository import MemoryFilter
+from app.memory import repository as memory_repo
+from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
 from app.memory.service import content_digest
-from app.transfer import repository as transfer_repo
-from app.transfer.repository import ImportedMemory
 from app.transfer.service import TransferService
 from tests.conftest import auth, count_memories
 
@@ -50,7 +50,30 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     await p.close()
 
 
-def _memory(i: int, now: datetime) -> ImportedMemory:
+@dataclass
+class SourceMemory:
+    """A memory as another wallet holds it: what setup inserts and assertions compare."""
+
+    id: uuid.UUID
+    content: str
+    content_hash: bytes
+    metadata: dict[str, Any]
+    importance: float
+    namespace: str
+    memory_type: str
+    session_id: str | None
+    agent_id: str | None
+    expires_at: datetime | None
+    pinned: bool
+    immutable: bool
+    created_at: datetime
+    updated_at: datetime
+    accessed_at: datetime
+    access_count: int
+    deleted_at: datetime | None
+
+
+def _memory(i: int, now: datetime) -> SourceMemory:
     """A varied memory: every user field set to something other than its default somewhere."""
     created = now - timedelta(days=400) + timedelta(seconds=97 * i, microseconds=i)
     content = f'Memory {i}: the user noted, about topic {i % 113}, that "item {i}" matters'
@@ -59,7 +82,7 @@ def _memory(i: int, now: datetime) -> ImportedMemory:
     metadata: dict[str, Any] = (
         {} if i % 5 == 0 else {"tags": [f"t{i % 7}", "common"], "source": {"n": i, "k": "x"}}
     )
-    return ImportedMemory(
+    return SourceMemory(
         id=uuid.uuid4(),
         content=content,
         content_hash=content_digest(content),
@@ -80,16 +103,30 @@ def _memory(i: int, now: datetime) -> ImportedMemory:
     )
 
 
-async def _insert_directly(pool: asyncpg.Pool, wallet: str, memories: list[ImportedMemory]) -> None:
+async def _insert_directly(pool: asyncpg.Pool, wallet: str, memories: list[SourceMemory]) -> None:
     """Setup without embedding: random unit vectors (export never reads them)."""
     vectors = np.random.default_rng(7).standard_normal((len(memories), LOCAL_EMBED_DIMS))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    new = [
+        NewMemory(
+            wallet=wallet,
+            fields=MemoryFields(
+                content=m.content, metadata=m.metadata, importance=m.importance,
+                namespace=m.namespace, memory_type=m.memory_type, session_id=m.session_id,
+                agent_id=m.agent_id, expires_at=m.expires_at, pinned=m.pinned,
+                immutable=m.immutable,
+            ),
+            importance=m.importance,
+            content_hash=m.content_hash,
+            embedding=vector,
+            embedding_model="all-MiniLM-L6-v2",
+            kept=KeptState(m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at),
+        )
+        for m, vector in zip(memories, vectors, strict=True)
+    ]  # fmt: skip
     async with pool.acquire() as conn, conn.transaction():
-        for start in range(0, len(memories), 1000):
-            await transfer_repo.insert_many(
-                conn, wallet, memories[start : start + 1000],
-                list(vectors[start : start + 1000]), "all-MiniLM-L6-v2",
-            )  # fmt: skip
+        for start in range(0, len(new), 1000):
+            await memory_repo.insert_many(conn, new[start : start + 1000])
 
 
 async def _export(client: AsyncTestClient, account, **params: Any) -> dict[str, Any]:

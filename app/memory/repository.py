@@ -83,6 +83,17 @@ ContentKey = tuple[str, bytes]
 
 
 @dataclass
+class KeptState:
+    """What an import carries over from its source; a store leaves these to the database."""
+
+    created_at: datetime
+    updated_at: datetime
+    accessed_at: datetime
+    access_count: int
+    deleted_at: datetime | None
+
+
+@dataclass
 class NewMemory:
     wallet: str
     fields: MemoryFields
@@ -90,6 +101,7 @@ class NewMemory:
     content_hash: bytes
     embedding: np.ndarray
     embedding_model: str
+    kept: KeptState | None = None
 
 
 @dataclass
@@ -212,7 +224,8 @@ async def nearest_each(
 
 
 async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[asyncpg.Record]:
-    """Insert memories in one statement; rows come back in the order given."""
+    """Insert memories in one statement; rows come back in the order given. Timestamps, access
+    count and deletion are the database's defaults unless a memory carries `kept` (import)."""
     if not new:
         return []
     ids = [uuid4() for _ in new]
@@ -221,15 +234,20 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
         f"""
         INSERT INTO memories AS m (id, user_id, content, content_hash, embedding,
             embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
-            expires_at, pinned, immutable)
+            expires_at, pinned, immutable, created_at, updated_at, accessed_at, access_count,
+            deleted_at)
         SELECT u.id, u.user_id, u.content, u.content_hash, {_nth_vector("$5", "u.i", vectors)},
             u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
-            u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable
+            u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable,
+            coalesce(u.created_at, now()), coalesce(u.updated_at, now()),
+            coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $6::text[], $7::jsonb[],
             $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[],
-            $14::bool[], $15::bool[]) WITH ORDINALITY
+            $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[],
+            $19::int[], $20::timestamptz[]) WITH ORDINALITY
             AS u(id, user_id, content, content_hash, embedding_model, metadata, importance,
-                 namespace, memory_type, session_id, agent_id, expires_at, pinned, immutable, i)
+                 namespace, memory_type, session_id, agent_id, expires_at, pinned, immutable,
+                 created_at, updated_at, accessed_at, access_count, deleted_at, i)
         RETURNING {COLUMNS}
         """,
         ids, [n.wallet for n in new], [n.fields.content for n in new],
@@ -239,6 +257,10 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
         [n.fields.memory_type for n in new], [n.fields.session_id for n in new],
         [n.fields.agent_id for n in new], [n.fields.expires_at for n in new],
         [n.fields.pinned for n in new], [n.fields.immutable for n in new],
+        *(
+            [getattr(n.kept, name) if n.kept else None for n in new]
+            for name in ("created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
+        ),
     )  # fmt: skip
     by_id = {r["id"]: r for r in rows}
     return [by_id[i] for i in ids]

@@ -227,11 +227,18 @@ class MemoryService:
     ) -> tuple[asyncpg.Record, int]:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         embedded = await self.embedder.embed([fields.content])
-        [row] = await repo.insert_many(conn, [self._new(wallet, fields, embedded.vectors[0])])
+        [row] = await repo.insert_many(conn, [self.new_memory(wallet, fields, embedded.vectors[0])])
         await history.record(conn, wallet, [history.created(row, history_action)])
         return row, embedded.tokens
 
-    def _new(self, wallet: str, fields: MemoryFields, vector: np.ndarray) -> NewMemory:
+    def new_memory(
+        self,
+        wallet: str,
+        fields: MemoryFields,
+        vector: np.ndarray,
+        kept: repo.KeptState | None = None,
+    ) -> NewMemory:
+        """A memory ready for repository.insert_many; `kept` for what an import carries over."""
         return NewMemory(
             wallet=wallet,
             fields=fields,
@@ -239,6 +246,7 @@ class MemoryService:
             content_hash=content_digest(fields.content),
             embedding=vector,
             embedding_model=self.embedder.model_name,
+            kept=kept,
         )
 
     async def _write(
@@ -273,7 +281,7 @@ class MemoryService:
         plan = _BatchPlan(items, vectors, keys)
         for i in range(len(items)):
             plan.decide(i, stored_same.get(keys[i]), stored_near[i])
-        fresh = [self._new(wallet, items[i], vectors[i]) for i in plan.fresh]
+        fresh = [self.new_memory(wallet, items[i], vectors[i]) for i in plan.fresh]
         inserted = dict(zip(plan.fresh, await repo.insert_many(conn, fresh), strict=True))
         latest: dict[UUID, asyncpg.Record] = {}  # each memory as this batch last left it
         outcomes = []

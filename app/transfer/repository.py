@@ -1,48 +1,19 @@
 """All SQL for export and import: a server-side cursor over a wallet's memories, the lookup of
-contents a wallet already holds, and a set-based insert (one statement per chunk of rows).
+contents a wallet already holds (the insert is app/memory/repository.insert_many).
 
 Every statement names the wallet (memories are hash-partitioned by user_id).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-from uuid import UUID
+from collections.abc import AsyncIterator, Iterable
 
 import asyncpg
-import numpy as np
-from pgvector import Vector
 
 from app.memory.repository import COLUMNS, LIVE, MemoryFilter, _filtered
 
 # Not LIVE: a soft-deleted memory is still held (and exportable), an expired one is not.
 NOT_EXPIRED = "(m.expires_at IS NULL OR m.expires_at > now())"
-
-
-@dataclass
-class ImportedMemory:
-    """One memory as an import writes it: the source's fields, a new id, the caller's wallet."""
-
-    id: UUID
-    content: str
-    content_hash: bytes
-    metadata: dict[str, Any]
-    importance: float
-    namespace: str
-    memory_type: str
-    session_id: str | None
-    agent_id: str | None
-    expires_at: datetime | None
-    pinned: bool
-    immutable: bool
-    created_at: datetime
-    updated_at: datetime
-    accessed_at: datetime
-    access_count: int
-    deleted_at: datetime | None
 
 
 async def export_batches(
@@ -92,40 +63,3 @@ async def held_contents(
         wallet, namespaces, digests,
     )  # fmt: skip
     return {(r["namespace"], bytes(r["content_hash"]), bool(r["live"])) for r in rows}
-
-
-async def insert_many(
-    conn: asyncpg.Connection,
-    wallet: str,
-    memories: Sequence[ImportedMemory],
-    embeddings: Sequence[np.ndarray],
-    embedding_model: str,
-) -> None:
-    """Insert memories with all their fields kept (timestamps and counts included) in one
-    statement: one row of arrays per column, unnested together."""
-    if not memories:
-        return
-
-    def column(name: str) -> list[Any]:
-        return [getattr(m, name) for m in memories]
-
-    await conn.execute(
-        """
-        INSERT INTO memories (user_id, embedding_model, id, content, content_hash, embedding,
-            metadata, importance, namespace, memory_type, session_id, agent_id, expires_at,
-            pinned, immutable, created_at, updated_at, accessed_at, access_count, deleted_at)
-        SELECT $1, $2, u.* FROM unnest(
-            $3::uuid[], $4::text[], $5::bytea[], $6::vector[], $7::jsonb[], $8::float8[],
-            $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[],
-            $14::boolean[], $15::boolean[], $16::timestamptz[], $17::timestamptz[],
-            $18::timestamptz[], $19::integer[], $20::timestamptz[]
-        ) AS u
-        """,
-        wallet, embedding_model, column("id"), column("content"), column("content_hash"),
-        # pgvector's Vector, not ndarrays: asyncpg's array encoder refuses a list of ndarrays
-        [Vector(e) for e in embeddings],
-        column("metadata"), column("importance"), column("namespace"), column("memory_type"),
-        column("session_id"), column("agent_id"), column("expires_at"), column("pinned"),
-        column("immutable"), column("created_at"), column("updated_at"), column("accessed_at"),
-        column("access_count"), column("deleted_at"),
-    )  # fmt: skip

@@ -14,7 +14,6 @@ Every item is validated first, as a store would; one bad item refuses the whole 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,11 +24,11 @@ import msgspec
 from app.ai.embedders import EmbedResult
 from app.api.errors import InvalidInput
 from app.history import service as history
-from app.memory.repository import MemoryFilter
-from app.memory.schemas import DEFAULT_IMPORTANCE, parse_time, reject_nul
+from app.memory import repository as memory_repo
+from app.memory.repository import KeptState, MemoryFields, MemoryFilter
+from app.memory.schemas import parse_time, reject_nul
 from app.memory.service import MemoryService, content_digest, now_utc, prepare_store
 from app.transfer import repository as repo
-from app.transfer.repository import ImportedMemory
 from app.transfer.schemas import DOCUMENTS, ImportIn, ImportItem
 
 # Rows fetched from the export cursor at a time, and rows embedded and inserted per statement on
@@ -44,7 +43,16 @@ class ImportReport:
     skipped: int
 
 
-def prepare_import(item: ImportItem, now: datetime, index: int) -> ImportedMemory | None:
+@dataclass
+class PreparedImport:
+    """One item as an import writes it: a store's fields plus what it keeps from the source."""
+
+    fields: MemoryFields
+    content_hash: bytes
+    kept: KeptState
+
+
+def prepare_import(item: ImportItem, now: datetime, index: int) -> PreparedImport | None:
     """An item checked like a store (plus its timestamps), or None when it has expired."""
     field = f"memories[{index}]."
     try:
@@ -70,25 +78,8 @@ def prepare_import(item: ImportItem, now: datetime, index: int) -> ImportedMemor
         raise
     if expired:
         return None
-    return ImportedMemory(
-        id=uuid.uuid4(),
-        content=fields.content,
-        content_hash=content_digest(fields.content),
-        metadata=fields.metadata,
-        importance=DEFAULT_IMPORTANCE if fields.importance is None else fields.importance,
-        namespace=fields.namespace,
-        memory_type=fields.memory_type,
-        session_id=fields.session_id,
-        agent_id=fields.agent_id,
-        expires_at=fields.expires_at,
-        pinned=fields.pinned,
-        immutable=fields.immutable,
-        created_at=created_at,
-        updated_at=updated_at,
-        accessed_at=accessed_at,
-        access_count=item.access_count or 0,
-        deleted_at=deleted_at,
-    )
+    kept = KeptState(created_at, updated_at, accessed_at, item.access_count or 0, deleted_at)
+    return PreparedImport(fields, content_digest(fields.content), kept)
 
 
 class TransferService:
@@ -139,13 +130,13 @@ class TransferService:
         prepared = [prepare_import(item, now, i) for i, item in enumerate(items)]
         await repo.lock_imports(conn, wallet)
         held = await repo.held_contents(
-            conn, wallet, {(p.namespace, p.content_hash) for p in prepared if p is not None}
+            conn, wallet, {(p.fields.namespace, p.content_hash) for p in prepared if p is not None}
         )
-        new: list[ImportedMemory] = []
+        new: list[PreparedImport] = []
         for p in prepared:
             if p is None:
                 continue
-            key = (p.namespace, p.content_hash, p.deleted_at is None)
+            key = (p.fields.namespace, p.content_hash, p.kept.deleted_at is None)
             if key not in held:
                 held.add(key)  # a later copy within this import is skipped too
                 new.append(p)
@@ -153,7 +144,7 @@ class TransferService:
         return ImportReport(imported=len(new), skipped=len(items) - len(new))
 
     async def _embed_and_insert(
-        self, conn: asyncpg.Connection, wallet: str, memories: list[ImportedMemory]
+        self, conn: asyncpg.Connection, wallet: str, memories: list[PreparedImport]
     ) -> None:
         """Chunk by chunk, embedding the next chunk (on the embedder's thread, or remotely)
         while the database writes this one."""
@@ -165,8 +156,8 @@ class TransferService:
         if not chunks:
             return
 
-        def embed(chunk: list[ImportedMemory]) -> asyncio.Task[EmbedResult]:
-            return asyncio.create_task(embedder.embed([p.content for p in chunk]))
+        def embed(chunk: list[PreparedImport]) -> asyncio.Task[EmbedResult]:
+            return asyncio.create_task(embedder.embed([p.fields.content for p in chunk]))
 
         pending = embed(chunks[0])
         try:
@@ -174,10 +165,14 @@ class TransferService:
                 embedded = await pending
                 if i + 1 < len(chunks):
                     pending = embed(chunks[i + 1])
-                await repo.insert_many(conn, wallet, chunk, embedded.vectors, embedder.model_name)
-                await history.record(
-                    conn, wallet, [history.created(vars(p), "import") for p in chunk]
+                rows = await memory_repo.insert_many(
+                    conn,
+                    [
+                        self.memories.new_memory(wallet, p.fields, vector, p.kept)
+                        for p, vector in zip(chunk, embedded.vectors, strict=True)
+                    ],
                 )
+                await history.record(conn, wallet, [history.created(r, "import") for r in rows])
         finally:
             if not pending.done():
                 pending.cancel()  # a write failed: the next chunk's embedding is not needed
