@@ -16,6 +16,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.ai.embedders import build_embedder
 from app.ai.facts import build_fact_model
+from app.api.body import BoundedRequest, restore_recursion_limit
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
 from app.api.health import health
@@ -75,6 +76,7 @@ def _from_state(name: str) -> Provide:
 
 def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or Settings.from_env()
+    restore_recursion_limit()  # every import that could raise it (py_ecc) has run by now
     if not settings.database_url:
         raise RuntimeError("create_app needs settings.database_url (engram serve provides one)")
     embedder = build_embedder(
@@ -204,6 +206,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         after_request=capture_paid_response,
         lifespan=[lifespan],
         state=state,
+        request_class=BoundedRequest,
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="Engram",

@@ -26,7 +26,7 @@ from memoclaw.errors import APIError, AuthenticationError, NotFoundError
 from memoclaw.types import Message, StoreInput, UpdateInput
 
 from tests.test_sdk_compat import _client_kwargs
-from tests.test_serve import start_serve, stop_serve
+from tests.support.server import start_serve, stop_serve
 
 T = TypeVar("T")
 Client = MemoClaw | AsyncMemoClaw

@@ -3,14 +3,11 @@ it on SIGTERM and keeps the data for the next start; a mismatched embedder confi
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,11 +17,16 @@ from eth_account import Account
 
 from app.auth.signature import sign_header
 from app.db.embedded import EmbeddedPostgres
+from tests.support.server import (
+    STARTUP_TIMEOUT_S,
+    engram_env,
+    postmasters,
+    run_engram,
+    start_serve,
+    stop_serve,
+    wait_exit,
+)
 
-ENGRAM = Path(sys.executable).with_name("engram")  # the console script users run
-# The first start runs initdb and the migrations; the embedder loads on the first store.
-STARTUP_TIMEOUT_S = 90
-SHUTDOWN_TIMEOUT_S = 30
 FAIL_FAST_TIMEOUT_S = 30
 
 
@@ -36,90 +38,6 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         # Safety net for a failed test: never leave a postgres running on a deleted tmp dir.
         EmbeddedPostgres(path / "pgdata").stop()
-
-
-def engram_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    # Drop the caller's Engram/OpenAI settings: they would pick another database or embedder.
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_") and k != "OPENAI_API_KEY"
-    }
-    return {**env, "ENGRAM_DATA_DIR": str(data_dir), **extra}
-
-
-def run_engram(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    # Output goes to a file: the postmaster inherits it and a pipe would never reach EOF.
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [str(ENGRAM), *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=log.parent,
-        )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def postmasters(pgdata: Path) -> list[int]:
-    """PIDs of postgres servers started with `-D <pgdata>`."""
-    pids = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if proc.info["name"] == "postgres" and "-D" in cmdline:
-            target = cmdline[cmdline.index("-D") + 1]
-            if Path(target).resolve() == pgdata.resolve():
-                pids.append(proc.pid)
-    return pids
-
-
-def start_serve(
-    data_dir: Path, log: Path, *extra: str, **env: str
-) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = run_engram(["serve", "--port", str(port), *extra], engram_env(data_dir, **env), log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"engram serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"no /health in {STARTUP_TIMEOUT_S} s:\n{log.read_text()}")
-        time.sleep(0.1)
-
-
-def wait_exit(proc: subprocess.Popen[bytes], timeout: float, failure: Callable[[], str]) -> int:
-    """The process's exit code; the test fails (process killed) if it runs past `timeout`."""
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(failure())
-
-
-def stop_serve(proc: subprocess.Popen[bytes], data_dir: Path, log: Path) -> None:
-    """SIGTERM must shut down the API and then the embedded PostgreSQL, and exit 0."""
-    proc.send_signal(signal.SIGTERM)
-    returncode = wait_exit(
-        proc,
-        SHUTDOWN_TIMEOUT_S,
-        lambda: f"engram serve ignored SIGTERM for {SHUTDOWN_TIMEOUT_S} s:\n{log.read_text()}",
-    )
-    output = log.read_text()
-    assert returncode == 0, output
-    assert "Traceback" not in output, output
-    assert postmasters(data_dir / "pgdata") == [], "embedded PostgreSQL left running"
-    assert not (data_dir / "pgdata" / "postmaster.pid").exists()
 
 
 def signed(key: str) -> dict[str, str]:

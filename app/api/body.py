@@ -1,0 +1,82 @@
+"""Request bodies bounded before anything decodes them: JSON nesting depth and the C stack.
+
+msgspec (and the stdlib json module) guard their recursion with Python's recursion limit, but
+`py_ecc`, imported through eth-account and x402, raises that limit to 100,000 at import time, so
+a body nested 25,000 deep overflows the C stack and kills the process before any check runs.
+Two defences, either of which holds alone:
+
+- `BoundedRequest.body()` measures the nesting depth of every JSON body before Litestar hands it
+  to a decoder, and refuses one deeper than `MAX_JSON_DEPTH` with a 422;
+- `restore_recursion_limit()` puts the interpreter's limit back once the app's imports are done.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import numpy as np
+from litestar import Request
+
+from app.api.errors import InvalidInput
+
+# Deepest JSON body accepted. The contract allows metadata 3 levels deep (memoclaw-api.md,
+# "Memory object"); an import body wraps memories in 2 more. 64 leaves room for any real client
+# and stays far below what the C stack holds.
+MAX_JSON_DEPTH = 64
+
+# CPython's own default: enough for the app, and the decoders' guards trip long before the C
+# stack is at risk.
+RECURSION_LIMIT = 1000
+
+# A JSON string, escapes included (the unrolled form: linear, no backtracking).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_OPENERS = b"[{"
+_ALL_BYTES = bytes(range(256))
+_NOT_BRACKETS = bytes(b for b in _ALL_BYTES if b not in b"[]{}")
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether arrays and objects in `body` nest deeper than `limit`, brackets inside strings
+    not counted.
+
+    Exact for valid JSON. For invalid JSON the measured depth is at least the depth a decoder
+    reaches before it finds the error (up to there the body is a valid prefix, in which strings
+    pair the same way for both), so bounding it bounds the decoder."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False  # fewer openers than the limit: no need to look closer
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return False
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((codes == _OPENERS[0]) | (codes == _OPENERS[1]), 1, -1).astype(np.int32)
+    return int(np.cumsum(steps).max(initial=0)) > limit
+
+
+def check_json_depth(body: bytes) -> None:
+    if json_depth_exceeds(body, MAX_JSON_DEPTH):
+        raise InvalidInput(
+            f"JSON body nested deeper than {MAX_JSON_DEPTH} levels",
+            {"max_depth": MAX_JSON_DEPTH},
+        )
+
+
+class BoundedRequest(Request[Any, Any, Any]):
+    """Litestar's request, with the JSON depth bound checked once on the raw body, before any
+    decoder (json(), msgspec structs, DTOs: all of them read body() first) sees it."""
+
+    _depth_checked = False
+
+    async def body(self) -> bytes:
+        body = await super().body()
+        if not self._depth_checked:
+            check_json_depth(body)
+            self._depth_checked = True
+        return body
+
+
+def restore_recursion_limit() -> None:
+    """Undo py_ecc's `sys.setrecursionlimit(100000)` (call after every import that may load it)."""
+    if sys.getrecursionlimit() > RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)

@@ -1,0 +1,122 @@
+"""Hostile input against a real `engram serve` process: what once killed the server must now be
+an ordinary 4xx, and the process must still answer afterwards."""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from eth_account import Account
+
+from app.api.body import MAX_JSON_DEPTH, RECURSION_LIMIT, json_depth_exceeds
+from app.asgi import create_app
+from app.auth.signature import sign_header
+from app.config import Settings
+from tests.support.server import start_serve, stop_serve
+
+BODY_METHODS = {"POST", "PATCH", "PUT"}
+# Far past the C stack msgspec can recurse on with py_ecc's 100,000 recursion limit.
+CRASH_DEPTH = 25_000
+
+
+def body_routes() -> list[tuple[str, str]]:
+    """(method, path) of every route that takes a body, path parameters filled in."""
+    app = create_app(Settings(database_url="postgresql://unused/unused"))
+    routes = []
+    for route in app.routes:
+        for handler in getattr(route, "route_handlers", []):
+            for method in sorted(handler.http_methods & BODY_METHODS):
+                routes.append((method, re.sub(r"\{[^}]+\}", str(uuid.uuid4()), route.path)))
+    return sorted(set(routes))
+
+
+def deep_metadata(depth: int) -> bytes:
+    return b'{"content":"x","metadata":{"a":' + b"[" * depth + b"]" * depth + b"}}"
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("hostile")
+    log = data / "serve.log"
+    proc, url = start_serve(
+        data, log, ENGRAM_DATABASE_URL=database_url, ENGRAM_RATE_LIMIT_PER_MINUTE="0"
+    )
+    try:
+        yield url
+    finally:
+        stop_serve(proc, data, log)
+
+
+def assert_alive(url: str) -> None:
+    assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["anonymous", "wallet"])
+def test_deeply_nested_body_is_a_422_on_every_body_route(server: str, signed: bool) -> None:
+    routes = body_routes()
+    assert len(routes) >= 20, routes  # the enumeration found the API, not an empty list
+    body = deep_metadata(CRASH_DEPTH)
+    key = Account.create().key.hex()
+    for method, path in routes:
+        headers = {"content-type": "application/json"}
+        if signed:
+            headers["x-wallet-auth"] = sign_header(key)
+        try:
+            r = httpx.request(method, f"{server}{path}", content=body, headers=headers, timeout=30)
+        except httpx.TransportError as exc:
+            pytest.fail(f"{method} {path}: the server dropped the connection ({exc!r})")
+        if path.endswith("/restore"):  # takes no body: it never reads one
+            assert 400 <= r.status_code < 500, (method, path, r.status_code, r.text)
+        elif r.status_code == 401:  # free route, anonymous: refused before the body is read
+            assert not signed, (method, path, r.text)
+        else:
+            assert r.status_code == 422, (method, path, r.status_code, r.text)
+            assert r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
+            assert r.json()["error"]["details"]["max_depth"] == MAX_JSON_DEPTH
+        assert_alive(server)
+
+
+def test_depth_at_the_limit_is_decoded_as_usual(server: str) -> None:
+    """The bound refuses depth, nothing else: a body at the limit goes on to the route's own
+    validation (here the contract's 3-level metadata limit)."""
+    key = Account.create().key.hex()
+    levels = MAX_JSON_DEPTH - 1  # + the body object
+    at_limit = b'{"content":"x","metadata":' + b'{"a":' * levels + b"1" + b"}" * levels + b"}"
+    r = httpx.post(f"{server}/v1/store", content=at_limit, timeout=30,
+                   headers={"content-type": "application/json", "x-wallet-auth": sign_header(key)})  # fmt: skip
+    assert r.status_code == 422, r.text
+    assert "nests deeper than 3 levels" in r.json()["error"]["message"], r.text
+    assert_alive(server)
+
+
+def test_recursion_limit_is_restored_after_imports() -> None:
+    create_app(Settings(database_url="postgresql://unused/unused"))
+    assert sys.getrecursionlimit() <= RECURSION_LIMIT
+
+
+@pytest.mark.parametrize(
+    ("body", "deeper"),
+    [
+        (b"[" * 65 + b"]" * 65, True),
+        (b"[" * 64 + b"]" * 64, False),
+        (b'{"a":"' + b"[" * 500 + b'"}', False),  # brackets inside a string do not nest
+        (b'{"a":"\\"' + b"[" * 500 + b'"}', False),  # nor after an escaped quote
+        (b'[[["\\\\"' + b"[" * 70, True),  # an escaped backslash ends the string: these count
+        (b"[" * 70 + b'"unterminated', True),  # invalid JSON: still bounded
+        (b'{"a": [1, 2, {"b": [true, null]}], "c": "x"}' * 100, False),
+        (b"", False),
+    ],
+)
+def test_json_depth_counts_only_structure(body: bytes, deeper: bool) -> None:
+    assert json_depth_exceeds(body, 64) is deeper
+
+
+def test_a_large_shallow_import_body_passes() -> None:
+    """A 100,000-item import body (many brackets, shallow) passes the bound."""
+    item = b'{"content":"a memory [with brackets]","metadata":{"tags":["x","y"]}},'
+    body = b'{"memories":[' + item * 100_000 + b'{"content":"last"}]}'
+    assert not json_depth_exceeds(body, MAX_JSON_DEPTH)
