@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -88,7 +89,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     free_tier = FreeTier(settings.free_tier_calls)
     facts = build_fact_model(settings.openai_api_key, settings.llm_base_url, settings.llm_model)
-    memories = MemoryService(embedder, settings.recall_access_boost)
+    memories = MemoryService(
+        embedder,
+        access_boost=settings.recall_access_boost,
+        recall_counts_access=settings.recall_counts_access,
+        access_counted_once_per=timedelta(seconds=settings.access_counted_once_per_seconds),
+        second_round=settings.recall_second_round,
+        event_time_boost=settings.recall_event_time,
+    )
     shared = build_shared_store(settings.redis_url)
     wallet_verifier = WalletVerifier(settings.auth_window_seconds)
     # Configured keys, or (none configured) the database's generated secret, loaded at startup.

@@ -35,6 +35,11 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"{name} must be an integer, got {raw!r}") from exc
 
 
+def _env_flag(name: str, default: bool) -> bool:
+    raw = _env(name)
+    return default if raw is None else raw.lower() not in ("0", "false", "off", "no")
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None = None  # None -> embedded PostgreSQL
@@ -59,6 +64,12 @@ class Settings:
     # the local MiniLM run as a dynamically quantized int8 model (app/ai/int8.py), else float
     embed_int8: bool = True
     recall_access_boost: bool = True  # the contract's access boost; see app/memory/scoring.py
+    # MemoClaw's accounting: every memory a recall returns counts as accessed (off: only uses)
+    recall_counts_access: bool = False
+    # A use counts as an access at most once per memory per this many seconds (0: every use)
+    access_counted_once_per_seconds: int = 86_400
+    recall_second_round: bool = True  # continuation and relations of the top hits
+    recall_event_time: bool = True  # boost memories whose event time the query names
     llm_base_url: str | None = None  # any OpenAI-compatible chat endpoint
     llm_model: str | None = None  # default gpt-4o-mini
     db_pool_min: int = 2
@@ -111,8 +122,13 @@ class Settings:
             embed_model=_env("ENGRAM_EMBED_MODEL"),
             embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
             embed_int8=_env("ENGRAM_EMBED_INT8", "1") not in ("0", "false", "off"),
-            recall_access_boost=_env("ENGRAM_RECALL_ACCESS_BOOST", "1")
-            not in ("0", "false", "off"),
+            recall_access_boost=_env_flag("ENGRAM_RECALL_ACCESS_BOOST", True),
+            recall_counts_access=_env_flag("ENGRAM_RECALL_COUNTS_ACCESS", False),
+            access_counted_once_per_seconds=_env_int(
+                "ENGRAM_ACCESS_COUNTED_ONCE_PER_SECONDS", 86_400
+            ),
+            recall_second_round=_env_flag("ENGRAM_RECALL_SECOND_ROUND", True),
+            recall_event_time=_env_flag("ENGRAM_RECALL_EVENT_TIME", True),
             llm_base_url=_env("ENGRAM_LLM_BASE_URL"),
             llm_model=_env("ENGRAM_LLM_MODEL"),
             db_pool_min=_env_int("ENGRAM_DB_POOL_MIN", 2),

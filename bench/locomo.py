@@ -1,11 +1,24 @@
-"""LoCoMo evidence recall through Engram's HTTP API.
+"""LoCoMo evidence recall through Engram's HTTP API, recalling as an auto-recall agent does.
 
 Every dialogue turn of each conversation is stored with POST /v1/store/batch (one wallet per
-conversation, the turn id in metadata.dia_id, one namespace per session so store's dedup never
-merges two turns of different sessions); every category 1-4 question is asked with POST
-/v1/recall; recall@1/5/10/20, hit@10 and the context tokens at k=10 are printed per category and
-overall, next to the dataset README's baselines. Questions and turns only: `answer` and
-`evidence` are used for scoring, never to build memories or queries.
+conversation, content `[{session date}] {speaker}: {text}`, the turn id in metadata.dia_id, one
+namespace per session so store's dedup never merges two turns of different sessions, no other
+field); then every category 1-4 question is asked once, in order, with POST /v1/recall
+(`query` and `limit` only), the server's access accounting live, as an agent recalling before
+every turn would. recall@1/5/10/20, hit@10 and the context tokens at k=10 are printed per
+category and overall, next to the dataset README's baselines, with the split check: the same
+figures for the conversations the constants were fitted on (conv-26, conv-30, conv-41) and for
+the two held out (conv-42, conv-43). Questions and turns only: `answer` and `evidence` are used
+for scoring, never to build memories or queries.
+
+Configurations (`--configs`, comma-separated; default: all), each served on the same database:
+- default: Engram as shipped;
+- no-second-round, no-event-time, first-round: each retrieval step turned off, to show what it
+  adds (ENGRAM_RECALL_SECOND_ROUND=0, ENGRAM_RECALL_EVENT_TIME=0, both);
+- memoclaw-access: every recalled memory counted as accessed, MemoClaw's accounting
+  (ENGRAM_RECALL_COUNTS_ACCESS=1), on a fresh copy of the turns (its recalls change the data);
+- event-time-field: the default, with each turn also sending `occurred_at` (its session date).
+The default's recall over HTTP is timed next to the first round's, same run.
 
 Run: .venv/bin/python bench/locomo.py ../shared/bench/locomo/locomo-dev.json
 """
@@ -22,6 +35,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +68,19 @@ def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
             text = f"[{date}] {turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 text += f" [shares photo: {turn['blip_caption']}]"
-            turns.append({"dia_id": turn["dia_id"], "session": n, "content": text[:8192]})
+            turns.append({"dia_id": turn["dia_id"], "session": n, "content": text[:8192],
+                          "occurred_at": session_date(date)})  # fmt: skip
         n += 1
     return turns
+
+
+def session_date(raw: str) -> str | None:
+    """'1:56 pm on 8 May, 2023' -> '2023-05-08T13:56:00Z' (for the event-time-field variant)."""
+    try:
+        moment = datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:00Z")
 
 
 def evidence_of(qa: dict[str, Any], known: set[str]) -> list[str]:
@@ -70,7 +95,7 @@ def evidence_of(qa: dict[str, Any], known: set[str]) -> list[str]:
 
 
 async def store_conversation(
-    http: httpx.AsyncClient, key: str, turns: list[dict[str, Any]]
+    http: httpx.AsyncClient, key: str, turns: list[dict[str, Any]], event_time: bool = False
 ) -> None:
     by_session: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for turn in turns:
@@ -79,7 +104,8 @@ async def store_conversation(
         for start in range(0, len(items), 100):
             batch = [
                 {"content": t["content"], "namespace": f"session-{session}",
-                 "metadata": {"dia_id": t["dia_id"]}}
+                 "metadata": {"dia_id": t["dia_id"]},
+                 **({"occurred_at": t["occurred_at"]} if event_time and t["occurred_at"] else {})}
                 for t in items[start : start + 100]
             ]  # fmt: skip
             r = await http.post("/v1/store/batch", json={"memories": batch},
@@ -110,30 +136,62 @@ def score(ranked: list[str], evidence: list[str], top10: list[str]) -> dict[str,
     return row
 
 
-async def evaluate(base_url: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
-    per_category: dict[int, list[dict[str, float]]] = defaultdict(list)
-    latencies: list[float] = []
+FITTED_ON = ("conv-26", "conv-30", "conv-41")
+HELD_OUT = ("conv-42", "conv-43")
+TARGETS = {"R@10": 0.76, "R@5": 0.66}
+
+
+async def store_all(
+    base_url: str, samples: list[dict[str, Any]], event_time: bool = False
+) -> dict[str, str]:
+    """Each conversation into a wallet of its own; returns the wallet key by sample id."""
+    keys = {}
     async with httpx.AsyncClient(base_url=base_url, timeout=120) as http:
         for sample in samples:
             key = Account.create().key.hex()
-            turns = turns_of(sample)
-            known = {t["dia_id"] for t in turns}
             started = time.perf_counter()
-            await store_conversation(http, key, turns)
-            print(f"{sample['sample_id']}: {len(turns)} turns stored in "
-                  f"{time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
+            await store_conversation(http, key, turns_of(sample), event_time)
+            print(f"{sample['sample_id']}: stored in {time.perf_counter() - started:.1f} s",
+                  flush=True)  # fmt: skip
+            keys[sample["sample_id"]] = key
+    return keys
+
+
+async def evaluate(
+    base_url: str, samples: list[dict[str, Any]], keys: dict[str, str]
+) -> dict[str, Any]:
+    """Every question once, in order, as an auto-recall agent asks them."""
+    per_sample: dict[str, dict[int, list[dict[str, float]]]] = {}
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as http:
+        for sample in samples:
+            key = keys[sample["sample_id"]]
+            known = {t["dia_id"] for t in turns_of(sample)}
+            per_category: dict[int, list[dict[str, float]]] = defaultdict(list)
             for qa in sample["qa"]:
                 category = int(qa.get("category", 0))
                 evidence = evidence_of(qa, known)
                 if category not in CATEGORIES or not evidence:
                     continue
+                auth = sign_header(key)
                 t0 = time.perf_counter()
-                memories = await ask(http, key, qa["question"], max(KS))
+                memories = await ask(http, key, qa["question"], max(KS), auth)
                 latencies.append(time.perf_counter() - t0)
                 ranked = [d for m in memories for d in dia_ids_of(m)]
                 row = score(ranked, evidence, [m["content"] for m in memories[:10]])
                 per_category[category].append(row)
-    return {"per_category": per_category, "latencies": latencies}
+            per_sample[sample["sample_id"]] = per_category
+    return {"per_sample": per_sample, "latencies": latencies}
+
+
+def merged(per_sample: dict[str, dict[int, list[dict[str, float]]]], ids: tuple[str, ...] | None
+           ) -> dict[int, list[dict[str, float]]]:  # fmt: skip
+    out: dict[int, list[dict[str, float]]] = defaultdict(list)
+    for sample_id, per_category in per_sample.items():
+        if ids is None or sample_id in ids:
+            for category, rows in per_category.items():
+                out[category].extend(rows)
+    return out
 
 
 COLUMNS = [*(f"R@{k}" for k in KS), "hit@10", "tokens@10"]
@@ -150,20 +208,50 @@ def summarise(per_category: dict[int, list[dict[str, float]]]) -> dict[str, dict
     return table
 
 
-def report(result: dict[str, Any]) -> dict[str, Any]:
-    columns = COLUMNS
-    table = summarise(result["per_category"])
-    print(f"\n{'':16s}" + "".join(f"{c:>10s}" for c in [*columns, "questions"]))
+def print_table(table: dict[str, dict[str, float]]) -> None:
+    print(f"{'':16s}" + "".join(f"{c:>10s}" for c in [*COLUMNS, "questions"]))
     for name, figures in table.items():
         print(f"{name:16s}" + "".join(
-            f"{figures[c]:10.3f}" if c != "tokens@10" else f"{figures[c]:10.0f}" for c in columns
+            f"{figures[c]:10.3f}" if c != "tokens@10" else f"{figures[c]:10.0f}" for c in COLUMNS
         ) + f"{figures['questions']:10.0f}")  # fmt: skip
-    lat = sorted(result["latencies"])
-    p = lambda q: lat[int(q * (len(lat) - 1))] * 1e3  # noqa: E731
-    print(f"\nrecall over HTTP: p50 {p(0.5):.1f} ms, p95 {p(0.95):.1f} ms ({len(lat)} queries)")
-    print(f"target R@10 >= {TARGET_R10}; baselines R@10 on this split: "
-          + ", ".join(f"{k} {v}" for k, v in BASELINES_R10.items()))  # fmt: skip
-    return {"table": table, "latency_ms": {"p50": p(0.5), "p95": p(0.95)}}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))] * 1e3 if ordered else 0.0
+
+
+def report(result: dict[str, Any]) -> dict[str, Any]:
+    per_sample = result["per_sample"]
+    table = summarise(merged(per_sample, None))
+    print_table(table)
+    split = {}
+    for name, ids in (("fitted on conv-26/30/41", FITTED_ON), ("held out conv-42/43", HELD_OUT)):
+        chosen = merged(per_sample, ids)
+        if chosen:
+            split[name] = summarise(chosen)
+            print(f"\n{name}:")
+            print_table(split[name])
+    lat = result["latencies"]
+    p50, p95 = percentile(lat, 0.5), percentile(lat, 0.95)
+    print(f"\nrecall over HTTP: p50 {p50:.1f} ms, p95 {p95:.1f} ms ({len(lat)} queries)")
+    overall = table["overall"]
+    print("targets: " + ", ".join(
+        f"{k} >= {v} ({'met' if overall[k] >= v else 'NOT met'}: {overall[k]:.3f})"
+        for k, v in TARGETS.items()
+    ) + "; baselines R@10: " + ", ".join(f"{k} {v}" for k, v in BASELINES_R10.items()))  # fmt: skip
+    return {"table": table, "split": split, "latency_ms": {"p50": p50, "p95": p95}}
+
+
+# name -> (Settings changes, stores its own copy of the turns, sends occurred_at)
+CONFIGS: dict[str, tuple[dict[str, Any], bool, bool]] = {
+    "default": ({}, False, False),
+    "no-second-round": ({"recall_second_round": False}, False, False),
+    "no-event-time": ({"recall_event_time": False}, False, False),
+    "first-round": ({"recall_second_round": False, "recall_event_time": False}, False, False),
+    "memoclaw-access": ({"recall_counts_access": True}, True, False),
+    "event-time-field": ({}, True, True),
+}
 
 
 async def main() -> None:
@@ -171,12 +259,8 @@ async def main() -> None:
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--samples", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--out", type=Path, default=Path("bench/results/locomo.json"))
-    parser.add_argument(
-        "--scoring",
-        choices=["contract", "no-access-boost", "both"],
-        default="both",
-        help="the contract's formula, the ENGRAM_RECALL_ACCESS_BOOST=0 option, or both runs",
-    )
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help=f"comma-separated, of: {', '.join(CONFIGS)}")  # fmt: skip
     args = parser.parse_args()
     samples = json.loads(args.dataset.read_text())
     if args.samples:
@@ -188,16 +272,25 @@ async def main() -> None:
         await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
         from tests.conftest import served
 
-        modes = ["contract", "no-access-boost"] if args.scoring == "both" else [args.scoring]
+        base = Settings(database_url=dsn, free_tier_calls=10**9, rate_limit_per_minute=0)
+        shared_keys: dict[str, str] | None = None
         figures = {}
-        for mode in modes:
-            settings = Settings(
-                database_url=dsn, free_tier_calls=10**9, rate_limit_per_minute=0,
-                recall_access_boost=mode == "contract",
-            )  # fmt: skip
-            print(f"\n== scoring: {mode} ==")
-            with served(create_app(settings)) as url:
-                figures[mode] = report(await evaluate(url, samples))
+        for name in args.configs.split(","):
+            changes, own_copy, event_time = CONFIGS[name]
+            print(f"\n== {name} ==", flush=True)
+            with served(create_app(replace(base, **changes))) as url:
+                if own_copy:
+                    keys = await store_all(url, samples, event_time)
+                else:
+                    shared_keys = shared_keys or await store_all(url, samples)
+                    keys = shared_keys
+                figures[name] = report(await evaluate(url, samples, keys))
+        if "default" in figures and "first-round" in figures:
+            ratio = (
+                figures["default"]["latency_ms"]["p50"]
+                / figures["first-round"]["latency_ms"]["p50"]
+            )
+            print(f"\nrecall p50, default / first round only (same run): {ratio:.2f}x")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(figures, indent=2))
         print(f"saved {args.out}")

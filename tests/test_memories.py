@@ -26,7 +26,8 @@ async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) 
     assert m["id"] == stored["id"] and m["user_id"] == wallet.address.lower()
     assert m["namespace"] == "default" and m["importance"] == 0.5 and m["memory_type"] == "general"
     assert m["metadata"] == {} and m["pinned"] is False and m["immutable"] is False
-    assert m["accessed_at"] and m["access_count"] == 0 and m["deleted_at"] is None
+    # reading it is its first use (app/memory/scoring.py: an access is a use)
+    assert m["accessed_at"] and m["access_count"] == 1 and m["deleted_at"] is None
     assert m["embedding_model"] == "all-MiniLM-L6-v2"
 
 
@@ -338,7 +339,7 @@ async def test_namespaces_and_stats(client: AsyncTestClient, wallet) -> None:
     assert empty["by_type"] == [] and empty["oldest_memory"] is None
     await store(client, wallet, FACTS[25], namespace="home", importance=0.2, pinned=True)
     await store(client, wallet, FACTS[26], namespace="home", importance=0.4, memory_type="decision")
-    await store(client, wallet, FACTS[27], importance=0.6)
+    third = await store(client, wallet, FACTS[27], importance=0.6)
     ns = (await client.get("/v1/namespaces", headers=h)).json()
     assert ns["total"] == 2
     assert ns["namespaces"][0]["name"] == "home" and ns["namespaces"][0]["count"] == 2
@@ -350,6 +351,9 @@ async def test_namespaces_and_stats(client: AsyncTestClient, wallet) -> None:
     assert {"memory_type": "decision", "count": 1} in stats["by_type"]
     assert {"namespace": "home", "count": 2} in stats["by_namespace"]
     await client.post("/v1/recall", json={"query": FACTS[27], "limit": 1}, headers=h)
+    stats = (await client.get("/v1/stats", headers=h)).json()
+    assert stats["never_accessed"] == 3  # a recall is not an access
+    await client.get(f"/v1/memories/{third['id']}", headers=h)  # a read is
     stats = (await client.get("/v1/stats", headers=h)).json()
     assert stats["never_accessed"] == 2 and stats["total_accesses"] == 1
 

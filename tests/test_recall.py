@@ -93,7 +93,7 @@ async def test_score_matches_the_formula_by_hand(
     assert signals["type_decay"] == pytest.approx(type_decay, abs=1e-4)
     assert hit["score"] == pytest.approx(expected, abs=1e-4)
     assert hit["similarity"] == pytest.approx(vector, abs=1e-4)
-    assert hit["access_count"] == accesses + 1
+    assert hit["access_count"] == accesses  # a recall is not an access (scoring.py)
 
 
 async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, database_url) -> None:
@@ -127,22 +127,68 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
     for memory_type, memory_id in ids.items():
         assert by_id[memory_id] == pytest.approx(0.5, abs=1e-3), memory_type
     assert by_id[pinned] == 1.0
-    # recall is an access: it resets the decay timer
+    # a recall is not an access: the timers keep running
+    r = await client.post(
+        "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
+    )
+    by_id = {m["id"]: m["_signals"]["type_decay"] for m in r.json()["memories"]}
+    assert by_id[ids["general"]] == pytest.approx(0.5, abs=1e-3)
+    # reading a memory is: it resets the decay timer
+    for memory_id in ids.values():
+        assert (await client.get(f"/v1/memories/{memory_id}", headers=auth(wallet))).is_success
     r = await client.post(
         "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
     )
     assert all(m["_signals"]["type_decay"] > 0.99 for m in r.json()["memories"])
 
 
-async def test_recall_records_access(client: AsyncTestClient, wallet) -> None:
+async def test_an_access_is_a_use_counted_once_a_day(
+    client: AsyncTestClient, wallet, database_url
+) -> None:
     memory_id = await _store(client, wallet, FACTS[2])
-    for expected in (1, 2):
+    for _ in range(3):  # recall returns it, but exposure is not use
         r = await client.post(
             "/v1/recall", json={"query": "peanut allergy", "limit": 1}, headers=auth(wallet)
         )
-        assert r.json()["memories"][0]["access_count"] == expected
-    m = (await client.get(f"/v1/memories/{memory_id}", headers=auth(wallet))).json()
-    assert m["access_count"] == 2 and m["accessed_at"] > m["created_at"]
+        assert r.json()["memories"][0]["id"] == memory_id
+        assert r.json()["memories"][0]["access_count"] == 0
+    url = f"/v1/memories/{memory_id}"
+    first = (await client.get(url, headers=auth(wallet))).json()
+    assert first["access_count"] == 1 and first["accessed_at"] > first["created_at"]
+    again = (await client.get(url, headers=auth(wallet))).json()
+    assert again["access_count"] == 1 and again["accessed_at"] == first["accessed_at"]
+    r = await client.post(f"{url}/feedback", headers=auth(wallet))
+    assert r.status_code == 200 and r.json() == {
+        "id": memory_id, "counted": False, "access_count": 1, "accessed_at": first["accessed_at"]
+    }  # fmt: skip
+    # a day later the next use counts again, whether a read or a "this helped"
+    conn = await _db(database_url)
+    await conn.execute(
+        "UPDATE memories SET accessed_at = now() - interval '25 hours' WHERE id = $1", memory_id
+    )
+    await conn.close()
+    r = await client.post(f"{url}/feedback", json={"helpful": True}, headers=auth(wallet))
+    assert r.json()["counted"] is True and r.json()["access_count"] == 2
+    r = await client.post(f"{url}/feedback", json={"helpful": False}, headers=auth(wallet))
+    assert r.json()["counted"] is False and r.json()["access_count"] == 2
+    other = Account.create()
+    r = await client.post(f"{url}/feedback", headers=auth(other))
+    assert r.status_code == 404  # another wallet's memory
+    r = await client.post(f"{url}/feedback", json={"helpful": "yes"}, headers=auth(wallet))
+    assert r.status_code == 422
+
+
+async def test_memoclaw_accounting_counts_every_recalled_memory(make_app, wallet) -> None:
+    """ENGRAM_RECALL_COUNTS_ACCESS=1: the contract's own accounting, kept as an option."""
+    async with AsyncTestClient(app=make_app(recall_counts_access=True), timeout=60) as client:
+        memory_id = await _store(client, wallet, FACTS[2])
+        for expected in (1, 2):
+            r = await client.post(
+                "/v1/recall", json={"query": "peanut allergy", "limit": 1}, headers=auth(wallet)
+            )
+            assert r.json()["memories"][0]["access_count"] == expected
+        r = await client.post(f"/v1/memories/{memory_id}/feedback", headers=auth(wallet))
+        assert r.json()["access_count"] == 2  # counted within the day already
 
 
 async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None:

@@ -25,8 +25,8 @@ from memoclaw import AsyncMemoClaw, MemoClaw
 from memoclaw.errors import APIError, AuthenticationError, NotFoundError
 from memoclaw.types import Message, StoreInput, UpdateInput
 
-from tests.test_sdk_compat import _client_kwargs
 from tests.support.server import start_serve, stop_serve
+from tests.test_sdk_compat import _client_kwargs
 
 T = TypeVar("T")
 Client = MemoClaw | AsyncMemoClaw
@@ -38,7 +38,10 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     in a fresh data directory; the overall per-wallet rate limit is lifted, since one test makes
     more than 100 calls a minute with one wallet."""
     data_dir = tmp_path_factory.mktemp("engram-sdk")
-    proc, url = start_serve(data_dir, data_dir / "serve.log", ENGRAM_RATE_LIMIT_PER_MINUTE="0")
+    proc, url = start_serve(
+        data_dir, data_dir / "serve.log", ENGRAM_RATE_LIMIT_PER_MINUTE="0",
+        ENGRAM_ACCESS_COUNTED_ONCE_PER_SECONDS="0",  # every read counts (test_suggested)
+    )  # fmt: skip
     try:
         yield url
     finally:
@@ -441,9 +444,10 @@ async def test_suggested(client: Client) -> None:
         session_id="s-3",
         agent_id="agent-3",
     )
-    for _ in range(5):  # five recalls: accessed often and lately
-        recalled = await done(client.recall("what is the name of the user's dog?", limit=1))
-        assert recalled.memories[0].id == hot
+    recalled = await done(client.recall("what is the name of the user's dog?", limit=1))
+    assert recalled.memories[0].id == hot
+    for _ in range(5):  # five reads: used often and lately (the server counts every use)
+        assert (await done(client.get(hot))).id == hot
 
     everything = await done(client.suggested())
     assert everything.categories == {"stale": 0, "fresh": 1, "hot": 1, "decaying": 0}

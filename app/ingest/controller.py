@@ -12,7 +12,13 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from app.api.params import Conn, WalletRequest
 from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
 from app.ingest.schemas import ConversationIn, MigrateIn
-from app.ingest.service import ExtractOutcome, IngestService, conversation_of, scope_of
+from app.ingest.service import (
+    ExtractOutcome,
+    IngestService,
+    conversation_of,
+    conversation_scope,
+    scope_of,
+)
 from app.payments import prices
 from app.payments.prices import paid
 
@@ -42,8 +48,7 @@ class IngestController(Controller):
         self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[ConversationIn]
     ) -> dict[str, Any]:
         outcome = await ingest.extract(
-            conn, request.user, conversation_of(data),
-            scope_of(data.namespace, data.session_id, data.agent_id),
+            conn, request.user, conversation_of(data), conversation_scope(data)
         )  # fmt: skip
         return _extract_response(outcome)
 
@@ -52,8 +57,7 @@ class IngestController(Controller):
         self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[ConversationIn]
     ) -> dict[str, Any]:
         outcome = await ingest.ingest(
-            conn, request.user, conversation_of(data),
-            scope_of(data.namespace, data.session_id, data.agent_id), data.auto_relate,
+            conn, request.user, conversation_of(data), conversation_scope(data), data.auto_relate
         )  # fmt: skip
         return {**_extract_response(outcome), "relations_created": outcome.relations_created}
 

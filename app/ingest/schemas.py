@@ -16,6 +16,9 @@ MAX_SECTION_CHARS = 8000
 class MessageIn(StrictStruct):
     role: Annotated[str, Meta(min_length=1, max_length=32)]
     content: Content
+    occurred_at: str | None = (
+        None  # when it was said (ISO 8601): what its relative dates count from
+    )
 
 
 class ConversationIn(StrictStruct):
@@ -27,6 +30,8 @@ class ConversationIn(StrictStruct):
     session_id: OptionalName | None = None
     agent_id: OptionalName | None = None
     auto_relate: bool = False
+    # When the conversation took place (ISO 8601); else the messages' own times or dates
+    occurred_at: str | None = None
 
 
 class FileIn(StrictStruct):

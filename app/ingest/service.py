@@ -7,7 +7,8 @@ No SQL here (repositories) and no HTTP types (controller.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import PurePosixPath
 from uuid import UUID
 
@@ -17,7 +18,8 @@ from app.ai.facts import Fact, FactModel, Message, salient_tags
 from app.api.errors import InvalidInput
 from app.ingest.schemas import MAX_SECTION_CHARS, ConversationIn, FileIn
 from app.memory import repository as memory_repo
-from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn, reject_nul
+from app.memory.dates import explicit_dates
+from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn, iso, parse_time, reject_nul
 from app.memory.service import MemoryService, StoreOutcome
 from app.relations import repository as relations_repo
 
@@ -32,6 +34,7 @@ class Scope:
     namespace: str | None
     session_id: str | None
     agent_id: str | None
+    occurred_at: str | None = None  # the conversation's time: its facts' event time counts from it
 
 
 @dataclass
@@ -84,6 +87,7 @@ def _store_item(content: str, scope: Scope, importance: float | None, memory_typ
         namespace=scope.namespace,
         session_id=scope.session_id,
         agent_id=scope.agent_id,
+        occurred_at=scope.occurred_at,
     )
 
 
@@ -218,3 +222,27 @@ def _filename_tag(filename: str) -> str:
 
 def scope_of(namespace: str | None, session_id: str | None, agent_id: str | None) -> Scope:
     return Scope(namespace or DEFAULT_NAMESPACE, session_id, agent_id)
+
+
+def conversation_scope(req: ConversationIn) -> Scope:
+    """Where a conversation's facts go, and the time their relative dates count from."""
+    scope = scope_of(req.namespace, req.session_id, req.agent_id)
+    when = conversation_date(req)
+    return replace(scope, occurred_at=iso(when)) if when else scope
+
+
+def conversation_date(req: ConversationIn) -> datetime | None:
+    """The conversation's own time: `occurred_at`, else its messages' latest `occurred_at`, else
+    the latest explicit date written in it (a transcript's "[8 May, 2023] …" header)."""
+    if req.occurred_at:
+        return parse_time(req.occurred_at, "occurred_at")
+    messages = req.messages or []
+    stamped = [
+        parse_time(m.occurred_at, f"messages[{i}].occurred_at")
+        for i, m in enumerate(messages) if m.occurred_at
+    ]  # fmt: skip
+    if stamped:
+        return max(t for t in stamped if t is not None)
+    texts = [m.content for m in messages] + ([req.text] if req.text else [])
+    written = [span.start for text in texts for span in explicit_dates(text)]
+    return max(written) if written else None

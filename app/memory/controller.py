@@ -15,6 +15,7 @@ from app.db.transaction import relax_commit
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import (
     BatchUpdateIn,
+    FeedbackIn,
     IdsIn,
     MemoryType,
     RecallIn,
@@ -22,6 +23,7 @@ from app.memory.schemas import (
     StoreBatchIn,
     StoreIn,
     UpdateIn,
+    event_time_to_wire,
     iso,
     memory_to_wire,
     split_tags,
@@ -87,9 +89,10 @@ def _recalled_to_wire(item: Any) -> dict[str, Any]:
         "agent_id": row["agent_id"],
         "created_at": iso(row["created_at"]),
         "updated_at": iso(row["updated_at"]),
-        "access_count": int(row["access_count"]) + 1,  # this recall counts as an access
+        "access_count": int(row["access_count"]) + item.accesses_counted,
         "pinned": bool(row["pinned"]),
         "immutable": bool(row["immutable"]),
+        **event_time_to_wire(row),
         "_signals": item.signals.to_wire(),
     }
 
@@ -209,7 +212,31 @@ class MemoryController(Controller):
     async def get_memory(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> dict[str, Any]:
-        return memory_to_wire(await memory_service.get(conn, request.user, memory_id))
+        # reading a memory by id is a use: it counts as an access (app/memory/scoring.py)
+        row, _ = await memory_service.use(conn, request.user, memory_id)
+        return memory_to_wire(row)
+
+    @post("/memories/{memory_id:str}/feedback", status_code=HTTP_200_OK)
+    async def feedback(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        memory_id: FromPath[str],
+        data: JSONBody[FeedbackIn | None] = None,
+    ) -> dict[str, Any]:
+        """Say a memory helped (Engram's addition): counts as an access, at most once a day."""
+        if data is not None and not data.helpful:
+            row = await memory_service.get(conn, request.user, memory_id)
+            counted = False
+        else:
+            row, counted = await memory_service.use(conn, request.user, memory_id)
+        return {
+            "id": str(row["id"]),
+            "counted": counted,
+            "access_count": int(row["access_count"]),
+            "accessed_at": iso(row["accessed_at"]),
+        }
 
     @patch("/memories/{memory_id:str}", opt=paid(prices.UPDATE))
     async def update(

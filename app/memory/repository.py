@@ -6,7 +6,7 @@ Every read filters with LIVE: soft-deleted and expired memories vanish from ever
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -17,7 +17,8 @@ LIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
 COLUMNS = (
     "m.id, m.user_id, m.namespace, m.content, m.embedding_model, m.metadata, m.importance,"
     " m.memory_type, m.session_id, m.agent_id, m.expires_at, m.pinned, m.immutable,"
-    " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at"
+    " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at, m.occurred_at,"
+    " m.mentioned_at"
 )
 # _filtered binds the wallet first, so its placeholder is always $1 (joins and subqueries name
 # it to prune partitions at planning time: memories are partitioned by user_id).
@@ -57,6 +58,8 @@ class MemoryFilter:
     tags: list[str] | None = None
     after: datetime | None = None
     before: datetime | None = None
+    occurred_after: datetime | None = None  # event time (occurred_at), inclusive
+    occurred_before: datetime | None = None  # event time, exclusive
     pinned: bool | None = None
     immutable: bool | None = None
     include_deleted: bool = False
@@ -76,6 +79,8 @@ class MemoryFields:
     expires_at: datetime | None
     pinned: bool
     immutable: bool
+    occurred_at: datetime | None = None  # event time, when known (app/memory/dates.py)
+    mentioned_at: datetime | None = None  # when it was said, which relative dates count from
 
 
 # (namespace, SHA-256 of the content): what exact-content dedup compares
@@ -141,6 +146,10 @@ def _filtered(f: MemoryFilter) -> _Sql:
         sql.where(f"m.created_at >= {sql.param(f.after)}")
     if f.before is not None:
         sql.where(f"m.created_at < {sql.param(f.before)}")
+    if f.occurred_after is not None:
+        sql.where(f"m.occurred_at >= {sql.param(f.occurred_after)}")
+    if f.occurred_before is not None:
+        sql.where(f"m.occurred_at < {sql.param(f.occurred_before)}")
     return sql
 
 
@@ -235,19 +244,23 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
         INSERT INTO memories AS m (id, user_id, content, content_hash, embedding,
             embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
             expires_at, pinned, immutable, created_at, updated_at, accessed_at, access_count,
-            deleted_at)
+            deleted_at, occurred_at, mentioned_at)
         SELECT u.id, u.user_id, u.content, u.content_hash, {_nth_vector("$5", "u.i", vectors)},
             u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
             u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable,
             coalesce(u.created_at, now()), coalesce(u.updated_at, now()),
-            coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at
+            coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at,
+            u.occurred_at, u.mentioned_at
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $6::text[], $7::jsonb[],
             $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[],
             $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[],
-            $19::int[], $20::timestamptz[]) WITH ORDINALITY
+            $19::int[], $20::timestamptz[], $21::timestamptz[], $22::timestamptz[])
+            WITH ORDINALITY
             AS u(id, user_id, content, content_hash, embedding_model, metadata, importance,
                  namespace, memory_type, session_id, agent_id, expires_at, pinned, immutable,
-                 created_at, updated_at, accessed_at, access_count, deleted_at, i)
+                 created_at, updated_at, accessed_at, access_count, deleted_at, occurred_at,
+                 mentioned_at, i)
+        ORDER BY u.i  -- `seq` (the default) numbers the rows in the order given
         RETURNING {COLUMNS}
         """,
         ids, [n.wallet for n in new], [n.fields.content for n in new],
@@ -261,6 +274,7 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
             [getattr(n.kept, name) if n.kept else None for n in new]
             for name in ("created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
         ),
+        [n.fields.occurred_at for n in new], [n.fields.mentioned_at for n in new],
     )  # fmt: skip
     by_id = {r["id"]: r for r in rows}
     return [by_id[i] for i in ids]
@@ -347,7 +361,24 @@ async def restore(conn: asyncpg.Connection, wallet: str, memory_id: UUID) -> asy
     )  # fmt: skip
 
 
-async def record_access(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> None:
+async def record_access(
+    conn: asyncpg.Connection, wallet: str, ids: list[UUID], once_per: timedelta
+) -> list[asyncpg.Record]:
+    """Count a use of each memory (access_count + 1, accessed_at = now), at most once per
+    `once_per` for each: a memory counted less than that long ago is left as it is. Returns the
+    rows that were counted."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        f"""UPDATE memories m SET access_count = access_count + 1, accessed_at = now()
+            WHERE m.id = ANY($1::uuid[]) AND m.user_id = $2 AND {LIVE}
+              AND (m.access_count = 0 OR m.accessed_at <= now() - $3::interval)
+            RETURNING {COLUMNS}""",
+        ids, wallet, once_per,
+    )  # fmt: skip
+    return rows
+
+
+async def record_access_each_time(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> None:
+    """MemoClaw's own accounting (ENGRAM_RECALL_COUNTS_ACCESS=1): every recalled memory counts."""
     await conn.execute(
         """UPDATE memories SET access_count = access_count + 1, accessed_at = now()
            WHERE id = ANY($1::uuid[]) AND user_id = $2""",
@@ -429,6 +460,49 @@ async def count_up_to(conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> in
     )
 
 
+# The IDF sum of the words of the lexicon `lex` that a row `m` contains: `keyword_match`.
+KEYWORD_MATCH = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
+
+
+def _sampled_lexicon(sql: _Sql, where: str, text: str, corpus_size: int) -> str:
+    """The `lex` CTE: each query word with its inverse document frequency among the rows
+    searched (BM25's), counted in one read of up to `corpus_size` of those rows: all of a small
+    wallet's, a sample of a big one's (counting a common word over every match of a 100k-memory
+    wallet would cost a bitmap of thousands of rows per word)."""
+    size = sql.param(corpus_size)
+    return f"""sample AS MATERIALIZED (SELECT m.tsv FROM memories m WHERE {where} LIMIT {size}),
+    lex AS (
+        SELECT l.word, l.lq, ln(1 + (d.total - d.n + 0.5) / (d.n + 0.5)) AS idf
+        FROM (SELECT w AS word, quote_literal(w)::tsquery AS lq
+              FROM unnest(tsvector_to_array(to_tsvector('english', {text}))) w) l,
+        LATERAL (SELECT count(*) FILTER (WHERE s.tsv @@ l.lq) AS n, count(*) AS total
+                 FROM sample s) d
+    ),"""
+
+
+def _given_lexicon(sql: _Sql, lexicon: Lexicon) -> str:
+    """The `lex` CTE from the first round's words and weights: the second round scores its
+    rows with the same IDF, without reading the sample again."""
+    words, idf = sql.param(list(lexicon)), sql.param(list(lexicon.values()))
+    return f"""lex AS (
+        SELECT l.word, quote_literal(l.word)::tsquery AS lq, l.idf
+        FROM unnest({words}::text[], {idf}::float8[]) AS l(word, idf)
+    ),"""
+
+
+def _signals(vec: str) -> str:
+    """The raw signals of a candidate row `m` (joined with `q`), beside its columns."""
+    return f"""{COLUMNS},
+               1 - (m.embedding <=> {vec}) AS vector_sim,
+               CASE WHEN m.tsv @@ q.tsq THEN {KEYWORD_MATCH} ELSE 0 END AS keyword_match,
+               {RELATION_COUNT} AS relation_count"""
+
+
+# A query's words (lexemes) and their inverse document frequencies, as the first round
+# counted them.
+Lexicon = dict[str, float]
+
+
 async def recall_candidates(
     conn: asyncpg.Connection,
     f: MemoryFilter,
@@ -455,20 +529,7 @@ async def recall_candidates(
     n = sql.param(per_side)
     # `+ 0` hides the distance from the HNSW index, forcing an exact scan of the filtered rows.
     order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
-    # keyword side: each query word weighted by its rarity among the rows searched (BM25's
-    # inverse document frequency), counted in one read of up to `corpus_size` of those rows:
-    # all of a small wallet's, a sample of a big one's (counting a common word over every match
-    # of a 100k-memory wallet would cost a bitmap of thousands of rows per word)
-    size = sql.param(corpus_size)
-    keyword = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
-    lex = f"""sample AS MATERIALIZED (SELECT m.tsv FROM memories m WHERE {where} LIMIT {size}),
-    lex AS (
-        SELECT l.lq, ln(1 + (d.total - d.n + 0.5) / (d.n + 0.5)) AS idf
-        FROM (SELECT quote_literal(w)::tsquery AS lq
-              FROM unnest(tsvector_to_array(to_tsvector('english', {text}))) w) l,
-        LATERAL (SELECT count(*) FILTER (WHERE s.tsv @@ l.lq) AS n, count(*) AS total
-                 FROM sample s) d
-    ),"""
+    lex = _sampled_lexicon(sql, where, text, corpus_size)
     rows = await conn.fetch(
         f"""
         WITH q AS (SELECT {tsq} AS tsq), {lex}
@@ -477,20 +538,83 @@ async def recall_candidates(
             SELECT m.id FROM (
                 SELECT m.id, m.tsv FROM memories m, q WHERE {where} AND m.tsv @@ q.tsq
                 ORDER BY ts_rank(m.tsv, q.tsq, 0) DESC LIMIT {KEYWORD_PREFILTER}
-            ) m ORDER BY {keyword} DESC LIMIT {n}
+            ) m ORDER BY {KEYWORD_MATCH} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
-        SELECT {COLUMNS},
-               1 - (m.embedding <=> {vec}) AS vector_sim,
-               CASE WHEN m.tsv @@ q.tsq THEN {keyword} ELSE 0 END AS keyword_match,
-               {RELATION_COUNT} AS relation_count,
-               (SELECT count(*) FROM vec) AS vector_hits
+        SELECT {_signals(vec)}, (SELECT count(*) FROM vec) AS vector_hits,
+               (SELECT array_agg(lex.word) FROM lex) AS lex_words,
+               (SELECT array_agg(lex.idf) FROM lex) AS lex_idf
         FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
         """,
         *sql.params,
     )
     hits = int(rows[0]["vector_hits"]) if rows else 0
     return rows, hits
+
+
+def lexicon_of(rows: list[asyncpg.Record]) -> Lexicon:
+    """The first round's query words and their IDF, as its candidate rows carry them."""
+    if not rows or rows[0]["lex_words"] is None:
+        return {}
+    return dict(zip(rows[0]["lex_words"], map(float, rows[0]["lex_idf"]), strict=True))
+
+
+async def second_round_candidates(
+    conn: asyncpg.Connection,
+    f: MemoryFilter,
+    seeds: list[UUID],
+    embedding: np.ndarray,
+    query: str,
+    lexicon: Lexicon,
+    follow: int,
+    max_gap: timedelta,
+) -> list[asyncpg.Record]:
+    """What the first round's hits (`seeds`) lead to, each row with its raw signals, the seed
+    it came from (`seed_id`) and how far from it (`hops`):
+
+    - continuation: the `follow` memories written right after a seed in its namespace and
+      session (by `seq`), each within `max_gap` of the seed (a conversation's next turns: the
+      answer to a question, the rest of a story), hops 1..follow;
+    - relations: memories a seed is related to, in either direction, hops 1.
+
+    Only memories that `f` matches; a row may come once per seed that leads to it."""
+    sql = _filtered(f)
+    where = sql.sql()
+    vec = sql.param(embedding)
+    text = sql.param(query)
+    tsq = OR_TSQUERY.format(p=text)
+    ids = sql.param(seeds)
+    lex = _given_lexicon(sql, lexicon)
+    rows: list[asyncpg.Record] = await conn.fetch(
+        f"""
+        WITH q AS (SELECT {tsq} AS tsq), {lex}
+        seed AS (
+            SELECT s.id, s.namespace, s.session_id, s.seq, s.created_at FROM memories s
+            WHERE s.user_id = {WALLET} AND s.id = ANY({ids}::uuid[])
+        ),
+        cand AS (
+            SELECT seed.id AS seed_id, nxt.id,
+                   row_number() OVER (PARTITION BY seed.id ORDER BY nxt.seq) AS hops
+            FROM seed, LATERAL (
+                SELECT m.id, m.seq FROM memories m
+                WHERE {where} AND m.namespace = seed.namespace
+                  AND m.session_id IS NOT DISTINCT FROM seed.session_id
+                  AND m.seq > seed.seq AND m.created_at <= seed.created_at + {sql.param(max_gap)}
+                ORDER BY m.seq LIMIT {sql.param(follow)}
+            ) nxt
+            UNION
+            SELECT seed.id, CASE WHEN r.source_id = seed.id THEN r.target_id ELSE r.source_id END,
+                   1
+            FROM seed JOIN memory_relations r ON r.user_id = {WALLET}
+                AND (r.source_id = seed.id OR r.target_id = seed.id)
+        )
+        SELECT {_signals(vec)}, cand.seed_id, cand.hops
+        FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
+        WHERE {where}
+        """,
+        *sql.params,
+    )
+    return rows
 
 
 async def neighbours(

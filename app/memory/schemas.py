@@ -55,6 +55,9 @@ class StoreIn(StrictStruct):
     expires_at: str | None = None
     pinned: bool | None = None
     immutable: bool | None = None
+    # When the memory's event happened (ISO 8601); read off the content when not given, and
+    # moved by a relative date in it ("yesterday"): app/memory/dates.py
+    occurred_at: str | None = None
 
 
 class StoreBatchIn(StrictStruct):
@@ -92,6 +95,9 @@ class RecallFilters(StrictStruct):
     after: str | None = None
     before: str | None = None
     memory_type: MemoryType | list[MemoryType] | None = None
+    # event time (occurred_at): memories whose event happened in [occurred_after, occurred_before)
+    occurred_after: str | None = None
+    occurred_before: str | None = None
 
 
 class RecallIn(StrictStruct):
@@ -108,6 +114,10 @@ class RecallIn(StrictStruct):
     memory_type: MemoryType | list[MemoryType] | None = None
     after: str | None = None
     before: str | None = None
+
+
+class FeedbackIn(StrictStruct):
+    helpful: bool = True  # false records nothing (a memory that did not help is not a use)
 
 
 class SearchIn(StrictStruct):
@@ -220,6 +230,13 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
+def event_time_to_wire(row: Any) -> dict[str, Any]:
+    """occurred_at / mentioned_at when the memory has an event time (else left out)."""
+    if row.get("occurred_at") is None:
+        return {}
+    return {"occurred_at": iso(row["occurred_at"]), "mentioned_at": iso(row["mentioned_at"])}
+
+
 def memory_to_wire(row: Any) -> dict[str, Any]:
     """A stored memory as MemoClaw's SDK parses it: no null metadata/pinned/accessed_at."""
     return {
@@ -242,4 +259,5 @@ def memory_to_wire(row: Any) -> dict[str, Any]:
         "pinned": bool(row["pinned"]),
         "immutable": bool(row["immutable"]),
         "tags": list((row["metadata"] or {}).get("tags") or []),
+        **event_time_to_wire(row),
     }

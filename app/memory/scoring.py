@@ -29,16 +29,36 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   (bench/locomo.py, 2 conversations, no access boost: R@10 0.600 with ts_rank_cd / (rank + 1),
   0.673 so.)
 
-Option (ENGRAM_RECALL_ACCESS_BOOST=0): access_boost fixed at 1.0. The contract's boost feeds on
-itself: every recall raises the count of what it returned, which then outranks more relevant
-memories in later, unrelated recalls. bench/locomo.py prints both figures.
+What counts as an access (access_count, and accessed_at, the decay timer): a use, not an
+exposure. `GET /v1/memories/{id}` and `POST /v1/memories/{id}/feedback` count, at most once per
+memory per ACCESS_COUNTED_ONCE_PER; recall and context blocks count nothing. MemoClaw counts
+every memory a recall returns, and its boost then feeds on itself: agents recall on every turn,
+so whatever came back most often outranks more relevant memories in later, unrelated recalls.
+Measured on LoCoMo dev (760 questions asked in order, an auto-recall agent's workload, first
+round only; R@5 / R@10): every returned memory counted 0.415 / 0.509; the top 3 returned
+0.540 / 0.672; the top 3 with similarity >= 0.5 0.580 / 0.687; the top 1 with similarity >= 0.6
+0.630 / 0.709; nothing counted 0.632 / 0.711 (the boost-off figure). Any exposure counted costs
+recall, so none is. ENGRAM_RECALL_COUNTS_ACCESS=1 restores MemoClaw's accounting;
+ENGRAM_RECALL_ACCESS_BOOST=0 fixes access_boost at 1.0.
+
+After the 4-signal score, two steps of Engram's own (README, "Recall"):
+- event time: a memory whose event time (occurred_at, app/memory/dates.py) falls in a time the
+  query names ("in May 2023", "last week") has its score × (1 + EVENT_TIME_BOOST);
+- second round: the first round's top SECOND_ROUND_SEEDS hits lead to the memories written right
+  after them in their namespace and session (CONTINUATION_FOLLOW of them, within
+  CONTINUATION_MAX_GAP: a conversation's next turns, where the answer to what matched usually
+  is) and to the memories they are related to. Such a memory, `hops` away from a hit, scores
+  max(its own score, CONTINUATION_DECAY ** hops × the hit's score): it ranks just below what
+  led to it, unless it ranks higher on its own.
+Both measured on the whole LoCoMo dev split (bench/locomo.py; fitted on conv-26/30/41, checked
+on conv-42/43: README, "Recall").
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
 
 VECTOR_WEIGHT = 0.55
 KEYWORD_WEIGHT = 0.25
@@ -60,6 +80,25 @@ RELATION_CAP = 10
 CONTEXT_IMPORTANCE_FLOOR = 0.05
 SECONDS_PER_DAY = 86_400.0
 
+# An access is counted at most once per memory per day (an agent reading the same memory in a
+# loop does not pile up a boost).
+ACCESS_COUNTED_ONCE_PER = timedelta(days=1)
+
+# Event time named by the query: LoCoMo dev, whole split, R@10 of the first round 0.711 -> 0.721
+# at 0.5 (0.716 at 0.1, 0.722 at 0.25, 0.720 at 1.0; flat from 0.25 up: a boost, not a filter).
+EVENT_TIME_BOOST = 0.5
+
+# Second round. CONTINUATION_DECAY fitted on LoCoMo conv-26/30/41 (R@10 0.768 / 0.780 / 0.789 /
+# 0.783 at 0.75 / 0.8 / 0.85 / 0.9), then checked on conv-42/43 (0.698 -> 0.743). Seeds: the
+# figures are the same from the top 5 to the top 20; following 2 turns (hops 1, 2) gained
+# 0.744 -> 0.766 over 1; the turn before a hit, tried too, lowered R@5.
+CONTINUATION_DECAY = 0.85
+SECOND_ROUND_SEEDS = 10
+CONTINUATION_FOLLOW = 2
+# The next memory counts as a continuation only if written within this of the hit: a
+# conversation is captured in one sitting; a memory stored days later is another story.
+CONTINUATION_MAX_GAP = timedelta(hours=1)
+
 
 @dataclass(frozen=True)
 class Signals:
@@ -73,6 +112,8 @@ class Signals:
     type_decay: float
     access_boost: float
     score: float
+    event_time_boost: float = 1.0  # × (1 + EVENT_TIME_BOOST) when the query names its time
+    carried: float = 0.0  # the score a first-round hit passed on (second round), else 0
 
     def to_wire(self) -> dict[str, float | int]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -156,3 +197,23 @@ def score_memory(
         access_boost=boost,
         score=hybrid * ctx * boost * decay,
     )
+
+
+def with_event_time(signals: Signals, in_query_window: bool) -> Signals:
+    """The score × (1 + EVENT_TIME_BOOST) when the memory's event time is one the query names."""
+    if not in_query_window:
+        return signals
+    boost = 1.0 + EVENT_TIME_BOOST
+    return replace(signals, event_time_boost=boost, score=signals.score * boost)
+
+
+def carried_score(seed_score: float, hops: int) -> float:
+    """What a first-round hit passes on to a memory `hops` away from it."""
+    return seed_score * CONTINUATION_DECAY**hops
+
+
+def with_carried(signals: Signals, carried: float) -> Signals:
+    """A second-round memory's signals: it scores the higher of its own and what it carried."""
+    if carried <= signals.carried:
+        return signals
+    return replace(signals, carried=carried, score=max(signals.score, carried))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -20,6 +20,7 @@ from app.ai.embedders import Embedder
 from app.api.errors import Conflict, InvalidInput, NotFound
 from app.history import service as history
 from app.memory import repository as repo
+from app.memory.dates import EventTime, event_time, query_window
 from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
 from app.memory.schemas import (
     DEFAULT_IMPORTANCE,
@@ -36,7 +37,17 @@ from app.memory.schemas import (
     reject_nul,
     split_tags,
 )
-from app.memory.scoring import Signals, score_memory
+from app.memory.scoring import (
+    ACCESS_COUNTED_ONCE_PER,
+    CONTINUATION_FOLLOW,
+    CONTINUATION_MAX_GAP,
+    SECOND_ROUND_SEEDS,
+    Signals,
+    carried_score,
+    score_memory,
+    with_carried,
+    with_event_time,
+)
 
 # Store merges a new memory into an existing one of the same wallet and namespace at or above
 # this cosine similarity (the seed architecture's figure in memoclaw-api.md).
@@ -87,6 +98,7 @@ def store_history(outcome: StoreOutcome, action: history.Action) -> history.Chan
 class Recalled:
     row: asyncpg.Record
     signals: Signals
+    accesses_counted: int = 0  # what this recall added to access_count (MemoClaw's accounting)
 
 
 def _merge_tags(*tag_lists: list[str] | None) -> list[str]:
@@ -120,7 +132,16 @@ def prepare_store(item: StoreIn, now: datetime, field: str = "") -> MemoryFields
         expires_at=parse_future_time(item.expires_at, f"{field}expires_at", now),
         pinned=bool(item.pinned),
         immutable=bool(item.immutable),
+        **_event_fields(item, now, field),
     )
+
+
+def _event_fields(item: StoreIn, now: datetime, field: str) -> dict[str, datetime | None]:
+    """occurred_at and mentioned_at of a new memory (app/memory/dates.py)."""
+    found = event_time(item.content, parse_time(item.occurred_at, f"{field}occurred_at"), now)
+    if found is None:
+        return {"occurred_at": None, "mentioned_at": None}
+    return {"occurred_at": found.occurred_at, "mentioned_at": found.mentioned_at}
 
 
 def merged_metadata(existing: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
@@ -186,9 +207,22 @@ class _BatchPlan:
 
 
 class MemoryService:
-    def __init__(self, embedder: Embedder, access_boost: bool = True) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        access_boost: bool = True,
+        recall_counts_access: bool = False,
+        access_counted_once_per: timedelta = ACCESS_COUNTED_ONCE_PER,
+        second_round: bool = True,
+        event_time_boost: bool = True,
+    ) -> None:
         self.embedder = embedder
         self.access_boost = access_boost  # the contract's; see scoring.py for the option
+        # MemoClaw's accounting (every recalled memory counts as accessed); off: only uses count
+        self.recall_counts_access = recall_counts_access
+        self.access_counted_once_per = access_counted_once_per
+        self.second_round = second_round  # continuation and relations of the top hits
+        self.event_time_boost = event_time_boost  # the time a query names
 
     # ---- store -----------------------------------------------------------------------------
 
@@ -317,6 +351,16 @@ class MemoryService:
         if not rows:
             raise NotFound(f"Memory {memory_id} not found")
         return rows[0]
+
+    async def use(
+        self, conn: asyncpg.Connection, wallet: str, memory_id: str
+    ) -> tuple[asyncpg.Record, bool]:
+        """A caller used the memory (read it by id, or said it helped): count the access, at
+        most once per `access_counted_once_per` (scoring.py). Returns the memory and whether this
+        use was counted."""
+        row = await self.get(conn, wallet, memory_id)
+        counted = await repo.record_access(conn, wallet, [row["id"]], self.access_counted_once_per)
+        return (counted[0], True) if counted else (row, False)
 
     async def list_page(
         self, conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
@@ -505,19 +549,68 @@ class MemoryService:
             rows, _ = await repo.recall_candidates(
                 conn, f, vector, req.query, per_side, True, matching
             )
-        now = now_utc()
-        best_keyword = max((float(r["keyword_match"]) for r in rows), default=0.0)
-        ranked = sorted(
-            (
-                Recalled(row, _signals_of(row, now, best_keyword, self.access_boost))
-                for row in rows
-                if req.min_similarity <= 0 or float(row["vector_sim"]) >= req.min_similarity
-            ),
-            key=lambda r: r.signals.score,
-            reverse=True,
-        )[: req.limit]
-        await repo.record_access(conn, wallet, [r.row["id"] for r in ranked])
+        ranking = _Ranking(req, now_utc(), self.access_boost, self.event_time_boost)
+        ranked = ranking.first_round(rows)
+        if self.second_round and ranked:
+            seeds = ranked[:SECOND_ROUND_SEEDS]
+            followers = await repo.second_round_candidates(
+                conn, f, [r.row["id"] for r in seeds], vector, req.query, repo.lexicon_of(rows),
+                CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
+            )  # fmt: skip
+            ranked = ranking.second_round(ranked, seeds, followers)
+        ranked = ranked[: req.limit]
+        if self.recall_counts_access:
+            await repo.record_access_each_time(conn, wallet, [r.row["id"] for r in ranked])
+            ranked = [Recalled(r.row, r.signals, accesses_counted=1) for r in ranked]
         return ranked, embedded.tokens
+
+
+class _Ranking:
+    """One recall's scoring: the 4-signal score of each candidate, the event-time boost, and
+    the second round's carried scores (app/memory/scoring.py)."""
+
+    def __init__(
+        self, req: RecallIn, now: datetime, access_boost: bool, event_time_boost: bool
+    ) -> None:
+        self.min_similarity = req.min_similarity
+        self.now = now
+        self.access_boost = access_boost
+        self.window = query_window(req.query, now) if event_time_boost else []
+        self.best_keyword = 0.0
+
+    def _passes(self, row: asyncpg.Record) -> bool:
+        return self.min_similarity <= 0 or float(row["vector_sim"]) >= self.min_similarity
+
+    def _in_window(self, row: asyncpg.Record) -> bool:
+        if not self.window or row["occurred_at"] is None:
+            return False
+        said = row["mentioned_at"] or row["occurred_at"]
+        return EventTime(row["occurred_at"], said).meets(self.window)
+
+    def _score(self, row: asyncpg.Record) -> Signals:
+        signals = _signals_of(row, self.now, self.best_keyword, self.access_boost)
+        return with_event_time(signals, self._in_window(row))
+
+    def first_round(self, rows: list[asyncpg.Record]) -> list[Recalled]:
+        # keyword_match is relative to the best among the first round's candidates
+        self.best_keyword = max((float(r["keyword_match"]) for r in rows), default=0.0)
+        scored = [Recalled(row, self._score(row)) for row in rows if self._passes(row)]
+        return sorted(scored, key=lambda r: r.signals.score, reverse=True)
+
+    def second_round(
+        self, ranked: list[Recalled], seeds: list[Recalled], followers: list[asyncpg.Record]
+    ) -> list[Recalled]:
+        """Fuse what the seeds led to into one ranking: each memory scores the higher of its
+        own score and the best score a seed carried to it."""
+        by_id = {r.row["id"]: r for r in ranked}
+        seed_score = {s.row["id"]: s.signals.score for s in seeds}
+        for row in followers:
+            if not self._passes(row):
+                continue
+            found = by_id.get(row["id"]) or Recalled(row, self._score(row))
+            carried = carried_score(seed_score[row["seed_id"]], int(row["hops"]))
+            by_id[row["id"]] = Recalled(found.row, with_carried(found.signals, carried))
+        return sorted(by_id.values(), key=lambda r: r.signals.score, reverse=True)
 
 
 def _signals_of(
@@ -557,7 +650,11 @@ def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
         tags=split_tags((filters.tags if filters else None) or req.tags),
         after=parse_time((filters.after if filters else None) or req.after, "filters.after"),
         before=parse_time((filters.before if filters else None) or req.before, "filters.before"),
-    )
+        occurred_after=parse_time(filters.occurred_after if filters else None,
+                                  "filters.occurred_after"),
+        occurred_before=parse_time(filters.occurred_before if filters else None,
+                                   "filters.occurred_before"),
+    )  # fmt: skip
 
 
 def list_filter(

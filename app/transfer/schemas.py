@@ -41,6 +41,7 @@ class ImportItem(StoreIn):
     accessed_at: str | None = None
     access_count: AccessCount | None = None
     deleted_at: str | None = None
+    mentioned_at: str | None = None  # with occurred_at: an exported event time, kept as is
     id: str | None = None
     user_id: str | None = None
     embedding_model: str | None = None

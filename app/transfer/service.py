@@ -73,6 +73,9 @@ def prepare_import(item: ImportItem, now: datetime, index: int) -> PreparedImpor
             now,
             field,
         )
+        if item.mentioned_at is not None:  # an export's event time, kept as resolved then
+            fields.mentioned_at = parse_time(item.mentioned_at, f"{field}mentioned_at")
+            fields.occurred_at = parse_time(item.occurred_at, f"{field}occurred_at")
     except InvalidInput as exc:
         exc.details["index"] = index
         raise
