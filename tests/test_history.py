@@ -264,9 +264,9 @@ async def test_restore_undeletes_and_records(client: AsyncTestClient, wallet) ->
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["restored"] is True and body["id"] == memory_id
-    assert body["memory"]["deleted_at"] is None and body["memory"]["content"] == FACTS[13]
+    assert "deleted_at" not in body["memory"] and body["memory"]["content"] == FACTS[13]
     got = await client.get(f"/v1/memories/{memory_id}", headers=h)
-    assert got.status_code == 200 and got.json()["deleted_at"] is None
+    assert got.status_code == 200 and "deleted_at" not in got.json()
     history = await _history(client, wallet, memory_id)
     assert _actions(history) == ["create", "delete", "restore"]
     assert history[2]["changes"] == {"deleted": {"before": True, "after": False}}

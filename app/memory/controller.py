@@ -25,6 +25,7 @@ from app.memory.schemas import (
     iso,
     memory_to_wire,
     split_tags,
+    without_empty,
 )
 from app.memory.service import MemoryService, list_filter
 from app.payments import prices
@@ -60,20 +61,20 @@ def provide_memory_filter(
 
 def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
     memory = memory_to_wire(outcome_row)
-    # SDK fields at top level; `memory` for MemoClaw's MCP, which reads `result.memory || result`.
+    # The contract's answer; `memory` beside it for MemoClaw's MCP server, which reads
+    # `result.memory || result` and needs the memory's id and content.
     return {
         "id": memory["id"],
         "stored": True,
         "deduplicated": deduplicated,
         "tokens_used": tokens,
-        "content": memory["content"],
         "memory": memory,
     }
 
 
 def _recalled_to_wire(item: Any) -> dict[str, Any]:
     row = item.row
-    return {
+    return without_empty({
         "id": str(row["id"]),
         "content": row["content"],
         "similarity": round(item.signals.vector, 6),
@@ -91,7 +92,7 @@ def _recalled_to_wire(item: Any) -> dict[str, Any]:
         "pinned": bool(row["pinned"]),
         "immutable": bool(row["immutable"]),
         "_signals": item.signals.to_wire(),
-    }
+    })  # fmt: skip
 
 
 class MemoryController(Controller):
@@ -288,7 +289,7 @@ class MemoryController(Controller):
     ) -> dict[str, Any]:
         raw = await memory_service.stats(conn, request.user)
         totals = raw["totals"]
-        return {
+        answer = {
             "total_memories": totals["total_memories"],
             "pinned_count": totals["pinned_count"],
             "never_accessed": totals["never_accessed"],
@@ -303,3 +304,6 @@ class MemoryController(Controller):
                 {"namespace": r["namespace"], "count": r["count"]} for r in raw["by_namespace"]
             ],
         }
+        # no memories, no oldest/newest: left out rather than null (the MCP server types them
+        # strings; the SDK defaults them to None)
+        return {k: v for k, v in answer.items() if v is not None}

@@ -220,26 +220,41 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
+# Memory fields that may have no value. A memory omits them then instead of sending `null`:
+# MemoClaw's MCP server declares them strings in its tools' output schemas, so a strict MCP
+# client rejects a null, while the SDK's models default each of them to None
+# (memoclaw-api.md, "What MemoClaw's own clients send").
+OPTIONAL_MEMORY_FIELDS = ("session_id", "agent_id", "expires_at", "deleted_at")
+
+
+def without_empty(memory: dict[str, Any]) -> dict[str, Any]:
+    """`memory` without the optional fields that hold no value."""
+    return {k: v for k, v in memory.items() if v is not None or k not in OPTIONAL_MEMORY_FIELDS}
+
+
 def memory_to_wire(row: Any) -> dict[str, Any]:
-    """A stored memory as MemoClaw's SDK parses it: no null metadata/pinned/accessed_at."""
-    return {
-        "id": str(row["id"]),
-        "user_id": row["user_id"],
-        "namespace": row["namespace"],
-        "content": row["content"],
-        "embedding_model": row["embedding_model"],
-        "metadata": row["metadata"] or {},
-        "importance": float(row["importance"]),
-        "memory_type": row["memory_type"],
-        "session_id": row["session_id"],
-        "agent_id": row["agent_id"],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "accessed_at": iso(row["accessed_at"]),
-        "access_count": int(row["access_count"]),
-        "deleted_at": iso(row["deleted_at"]),
-        "expires_at": iso(row["expires_at"]),
-        "pinned": bool(row["pinned"]),
-        "immutable": bool(row["immutable"]),
-        "tags": list((row["metadata"] or {}).get("tags") or []),
-    }
+    """A stored memory as MemoClaw's clients parse it: never a null (the SDK breaks on null
+    metadata/pinned/accessed_at; optional fields without a value are left out)."""
+    return without_empty(
+        {
+            "id": str(row["id"]),
+            "user_id": row["user_id"],
+            "namespace": row["namespace"],
+            "content": row["content"],
+            "embedding_model": row["embedding_model"],
+            "metadata": row["metadata"] or {},
+            "importance": float(row["importance"]),
+            "memory_type": row["memory_type"],
+            "session_id": row["session_id"],
+            "agent_id": row["agent_id"],
+            "created_at": iso(row["created_at"]),
+            "updated_at": iso(row["updated_at"]),
+            "accessed_at": iso(row["accessed_at"]),
+            "access_count": int(row["access_count"]),
+            "deleted_at": iso(row["deleted_at"]),
+            "expires_at": iso(row["expires_at"]),
+            "pinned": bool(row["pinned"]),
+            "immutable": bool(row["immutable"]),
+            "tags": list((row["metadata"] or {}).get("tags") or []),
+        }
+    )

@@ -151,7 +151,7 @@ class CsvDocument(TextDocument):
         return self._lines([CSV_COLUMNS])
 
     def render(self, memories: list[dict[str, Any]]) -> str:
-        return self._lines([[_csv_cell(m[c]) for c in CSV_COLUMNS] for m in memories])
+        return self._lines([[_csv_cell(m.get(c)) for c in CSV_COLUMNS] for m in memories])
 
     @staticmethod
     def _lines(rows: Sequence[Sequence[str]]) -> str:
@@ -203,7 +203,7 @@ class MarkdownDocument(TextDocument):
             fields = "".join(
                 f"- **{name}**: {_csv_cell(m[name])}\n"
                 for name in MARKDOWN_FIELDS
-                if m[name] not in (None, [], {})
+                if m.get(name) not in (None, [], {})
             )
             parts.append(
                 f"### {_markdown_title(m['content'])}\n\n{_quoted(m['content'])}\n\n{fields}\n"
