@@ -158,7 +158,7 @@ async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet
     future = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
     assert await total(f"before={future}") == 12 and await total(f"since={future}") == 0
     assert (await client.get("/v1/memories/count?namespace=b", headers=h)).json() == {"count": 6}
-    r = await client.get("/v1/memories?limit=101", headers=h)
+    r = await client.get("/v1/memories?limit=1001", headers=h)
     assert r.status_code == 422
 
 

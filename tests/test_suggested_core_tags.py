@@ -401,7 +401,6 @@ async def test_core_bad_input_is_422_and_changes_nothing(client: AsyncTestClient
         {"memory_id": ""},
         {"memory_id": "not-a-uuid"},
         {"memory_id": memory_id, "id": MISSING},
-        {"memory_id": memory_id, "extra": 1},
         {"memory_id": 42},
         {"memory_id": "x" * 65},
     ]
@@ -417,7 +416,7 @@ async def test_core_bad_input_is_422_and_changes_nothing(client: AsyncTestClient
     assert r.status_code == 422
     r = await client.delete(f"/v1/memories/core/{MISSING}", headers=h)
     assert r.status_code == 404
-    for query in ("limit=0", "limit=101", "offset=-1", "namespace=%00"):
+    for query in ("limit=0", "limit=1001", "offset=-1", "namespace=%00"):
         r = await client.get(f"/v1/memories/core?{query}", headers=h)
         assert r.status_code == 422, query
     assert (await client.get(f"/v1/memories/{memory_id}", headers=h)).json()["pinned"] is False

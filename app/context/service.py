@@ -84,7 +84,7 @@ class ContextService:
         recalled, tokens_used = await self.memories.recall(
             conn,
             wallet,
-            RecallIn(query=req.query, limit=req.max_memories, namespace=req.namespace,
+            RecallIn(query=req.query, limit=req.memory_limit, namespace=req.namespace,
                      session_id=req.session_id, agent_id=req.agent_id),
         )  # fmt: skip
         summary = None

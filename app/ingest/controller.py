@@ -64,9 +64,10 @@ class IngestController(Controller):
         stored, processed, errors = await ingest.migrate(
             conn, request.user, data.files,
             scope_of(data.namespace, data.session_id, data.agent_id), data.auto_tag,
+            data.deduplicate, data.dry_run,
         )  # fmt: skip
         body: dict[str, Any] = {
-            "memory_ids": stored.ids,
+            "memory_ids": [] if data.dry_run else stored.ids,  # a dry run kept none
             "files_processed": processed,
             "memories_created": stored.created,
             "memories_deduplicated": stored.deduplicated,
@@ -74,4 +75,6 @@ class IngestController(Controller):
         }
         if errors:
             body["errors"] = errors
+        if data.dry_run:
+            body["dry_run"] = True
         return body

@@ -186,9 +186,31 @@ class IngestService:
         files: list[FileIn],
         scope: Scope,
         auto_tag: bool,
+        deduplicate: bool = True,
+        dry_run: bool = False,
     ) -> tuple[Stored, int, list[dict[str, str]]]:
         """Files split into sections, each a memory; exact duplicates (SHA-256 of the content,
-        within the request and against what the wallet has) are counted, not stored twice."""
+        within the request and against what the wallet has) are counted, not stored twice,
+        unless `deduplicate` is off. A dry run does it all in a savepoint it then rolls back,
+        so its counts are exactly what the migration would do."""
+        if not dry_run:
+            return await self._migrate(conn, wallet, files, scope, auto_tag, deduplicate)
+        savepoint = conn.transaction()
+        await savepoint.start()
+        try:
+            return await self._migrate(conn, wallet, files, scope, auto_tag, deduplicate)
+        finally:
+            await savepoint.rollback()
+
+    async def _migrate(
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        files: list[FileIn],
+        scope: Scope,
+        auto_tag: bool,
+        deduplicate: bool,
+    ) -> tuple[Stored, int, list[dict[str, str]]]:
         reject_nul(files)
         items: list[StoreIn] = []
         errors: list[dict[str, str]] = []
@@ -206,7 +228,7 @@ class IngestService:
         stored = Stored()
         if items:
             stored.outcomes, stored.tokens = await self.memories.store_batch(
-                conn, wallet, items, near_dedup=False
+                conn, wallet, items, near_dedup=False, exact_dedup=deduplicate
             )
         return stored, processed, errors
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import asyncpg
 from litestar import Controller, HttpMethod, delete, get, patch, post, route
@@ -10,10 +10,11 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.params import Conn, Limit100, Offset, WalletRequest
+from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.db.transaction import relax_commit
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import (
+    MAX_SEARCH_QUERY_CHARS,
     BatchUpdateIn,
     IdsIn,
     MemoryType,
@@ -50,13 +51,20 @@ def provide_memory_filter(
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
     include_deleted: FromQuery[bool] = False,
+    metadata: FromQuery[str | None] = None,
 ) -> MemoryFilter:
-    """The list/count query parameters (`since`/`until` are the CLI's names for after/before)."""
+    """The list/count/search query parameters (`since`/`until` are the CLI's names for
+    after/before; `metadata` is a JSON object the memories' metadata must contain)."""
     return list_filter(
         request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
         memory_type=memory_type, tags=tags, after=after or since, before=before or until,
-        pinned=pinned, immutable=immutable, include_deleted=include_deleted,
+        pinned=pinned, immutable=immutable, include_deleted=include_deleted, metadata=metadata,
     )  # fmt: skip
+
+
+MEMORY_FILTER = {"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)}
+ListSort = Literal["created_at", "updated_at", "importance"]
+ListOrder = Literal["asc", "desc"]
 
 
 def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
@@ -144,19 +152,20 @@ class MemoryController(Controller):
                 item["relations"] = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
         return {"memories": items, "query_tokens": tokens}
 
-    @get(
-        "/memories",
-        dependencies={"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)},
-    )
+    @get("/memories", dependencies=MEMORY_FILTER)
     async def list_memories(
         self,
         conn: Conn,
         memory_service: Memories,
         memory_filter: NamedDependency[MemoryFilter],
-        limit: Limit100 = 20,
+        limit: PageLimit = 20,
         offset: Offset = 0,
+        sort: FromQuery[ListSort] = "created_at",
+        order: FromQuery[ListOrder] = "desc",
     ) -> dict[str, Any]:
-        rows, total = await memory_service.list_page(conn, memory_filter, limit, offset)
+        rows, total = await memory_service.list_page(
+            conn, memory_filter, limit, offset, sort, order == "desc"
+        )
         return {
             "memories": [memory_to_wire(r) for r in rows],
             "total": total,
@@ -164,10 +173,7 @@ class MemoryController(Controller):
             "offset": offset,
         }
 
-    @get(
-        "/memories/count",
-        dependencies={"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)},
-    )
+    @get("/memories/count", dependencies=MEMORY_FILTER)
     async def count(
         self, conn: Conn, memory_service: Memories, memory_filter: NamedDependency[MemoryFilter]
     ) -> dict[str, Any]:
@@ -185,25 +191,17 @@ class MemoryController(Controller):
         rows, total = await memory_service.search(conn, f, data.query, data.limit)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": data.query}
 
-    @get("/memories/search")
+    # MemoClaw's MCP server searches here, with the list's filters (pinned, metadata, after...).
+    @get("/memories/search", dependencies=MEMORY_FILTER)
     async def search_legacy(
         self,
-        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        q: Annotated[str, QueryParameter(min_length=1, max_length=1000)],
-        limit: Limit100 = 10,
-        namespace: FromQuery[str | None] = None,
-        memory_type: FromQuery[MemoryType | None] = None,
-        tags: FromQuery[list[str] | None] = None,
-        session_id: FromQuery[str | None] = None,
-        agent_id: FromQuery[str | None] = None,
+        memory_filter: NamedDependency[MemoryFilter],
+        q: Annotated[str, QueryParameter(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)],
+        limit: PageLimit = 10,
     ) -> dict[str, Any]:
-        f = list_filter(
-            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
-            memory_type=memory_type, tags=tags,
-        )  # fmt: skip
-        rows, total = await memory_service.search(conn, f, q, limit)
+        rows, total = await memory_service.search(conn, memory_filter, q, limit)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": q}
 
     @get("/memories/{memory_id:str}")

@@ -60,6 +60,11 @@ class MemoryFilter:
     pinned: bool | None = None
     immutable: bool | None = None
     include_deleted: bool = False
+    metadata: dict[str, Any] | None = None  # JSON containment: metadata holds all of it
+
+
+# The orders a list can be read in (MemoClaw's MCP server's `sort` values); ties by id.
+LIST_SORTS = ("created_at", "updated_at", "importance")
 
 
 @dataclass
@@ -137,6 +142,8 @@ def _filtered(f: MemoryFilter) -> _Sql:
         sql.where(f"m.memory_type = ANY({sql.param(f.memory_types)}::text[])")
     if f.tags:
         sql.where(f"(m.metadata -> 'tags') ?| {sql.param(f.tags)}::text[]")
+    if f.metadata:
+        sql.where(f"m.metadata @> {sql.param(f.metadata)}::jsonb")
     if f.after is not None:
         sql.where(f"m.created_at >= {sql.param(f.after)}")
     if f.before is not None:
@@ -371,14 +378,22 @@ async def get_many(
 
 
 async def list_page(
-    conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
+    conn: asyncpg.Connection,
+    f: MemoryFilter,
+    limit: int,
+    offset: int,
+    sort: str = "created_at",
+    descending: bool = True,
 ) -> tuple[list[asyncpg.Record], int]:
+    if sort not in LIST_SORTS:
+        raise ValueError(f"not a list order: {sort}")
+    direction = "DESC" if descending else "ASC"
     sql = _filtered(f)
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
     rows = await conn.fetch(
         f"""SELECT {COLUMNS} FROM memories m WHERE {where}
-            ORDER BY m.created_at DESC, m.id DESC
+            ORDER BY m.{sort} {direction}, m.id {direction}
             LIMIT {sql.param(limit)} OFFSET {sql.param(offset)}""",
         *sql.params,
     )

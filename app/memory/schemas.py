@@ -7,7 +7,8 @@ Limits come from memoclaw-api.md ("Memory object", "Other limits").
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -25,6 +26,10 @@ MAX_NAME_CHARS = 255
 MAX_BATCH = 100
 MAX_RECALL_QUERY_CHARS = 32_768
 MAX_SEARCH_QUERY_CHARS = 1000
+# The largest page a read answers. MemoClaw's CLI pages with 1,000 (export, tags, snapshots,
+# purge, namespaces, and list/recall/search/core over-fetching up to 1,000 under --since) and its
+# MCP server allows limits up to 1,000 (memoclaw-api.md, "What MemoClaw's own clients send").
+MAX_PAGE = 1000
 DEFAULT_NAMESPACE = "default"
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_MEMORY_TYPE = "general"
@@ -39,8 +44,10 @@ Tags = Annotated[list[Tag], Meta(max_length=MAX_TAGS)]
 Metadata = dict[str, Any]
 
 
-class StrictStruct(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """Unknown fields are refused with a 422 naming them, rather than silently dropped."""
+class StrictStruct(Struct, omit_defaults=True):
+    """A request body: strict about the fields it knows (types, limits; a 422 otherwise) and
+    deaf to the ones it does not. MemoClaw's API ignores unknown fields and its own clients rely
+    on that (the CLI and MCP server send extra ones), so refusing them would break them."""
 
 
 class StoreIn(StrictStruct):
@@ -92,11 +99,13 @@ class RecallFilters(StrictStruct):
     after: str | None = None
     before: str | None = None
     memory_type: MemoryType | list[MemoryType] | None = None
+    pinned: bool | None = None
+    metadata: Metadata | None = None  # JSON containment: memories whose metadata holds all of it
 
 
 class RecallIn(StrictStruct):
     query: Annotated[str, Meta(min_length=1, max_length=MAX_RECALL_QUERY_CHARS)]
-    limit: Annotated[int, Meta(ge=1, le=100)] = 5
+    limit: Annotated[int, Meta(ge=1, le=MAX_PAGE)] = 5
     min_similarity: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
     namespace: Name | None = None
     session_id: OptionalName | None = None
@@ -108,11 +117,14 @@ class RecallIn(StrictStruct):
     memory_type: MemoryType | list[MemoryType] | None = None
     after: str | None = None
     before: str | None = None
+    # MemoClaw's CLI names them since/until (ISO 8601, or relative: 1d, 2w; see parse_moment)
+    since: str | None = None
+    until: str | None = None
 
 
 class SearchIn(StrictStruct):
     query: Annotated[str, Meta(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
-    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    limit: Annotated[int, Meta(ge=1, le=MAX_PAGE)] = 10
     namespace: Name | None = None
     memory_type: MemoryType | None = None
     tags: Tags | str | None = None
@@ -195,6 +207,45 @@ def parse_time(value: str | None, field: str) -> datetime | None:
             f"{field} must be an ISO 8601 date or date-time", {"field": field}
         ) from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# A relative time as MemoClaw's CLI writes it (src/dates.ts): an amount and a unit, meaning that
+# long ago. `m` is minutes and `mo` months of 30 days, as there.
+RELATIVE_TIME = re.compile(r"^(\d{1,6})(mo|m|h|d|w|y)$", re.IGNORECASE)
+RELATIVE_UNITS = {
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+    "mo": timedelta(days=30),
+    "y": timedelta(days=365),
+}
+
+
+def parse_moment(value: str | None, field: str, now: datetime) -> datetime | None:
+    """A filter bound: an ISO 8601 time, or a relative one (`1d`, `2w`: that long before now)."""
+    if value is None:
+        return None
+    relative = RELATIVE_TIME.match(value.strip())
+    if relative:
+        return now - int(relative[1]) * RELATIVE_UNITS[relative[2].lower()]
+    return parse_time(value, field)
+
+
+def parse_metadata_filter(value: Any, field: str) -> Metadata | None:
+    """A metadata filter (JSON containment): an object within the metadata limits, or None."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # a query parameter: the object as JSON text
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise InvalidInput(f"{field} must be a JSON object", {"field": field}) from exc
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{field} must be a JSON object", {"field": field})
+    reject_nul(value, f"$.{field}")
+    check_metadata(value, field)
+    return value
 
 
 def parse_future_time(value: str | None, field: str, now: datetime) -> datetime | None:
