@@ -34,9 +34,17 @@ async def _store(client: AsyncTestClient, account: Any, content: str, **fields: 
 
 
 async def _history(client: AsyncTestClient, account: Any, memory_id: str) -> list[dict]:
+    """The history as recorded: each change's `old`/`new` (the CLI's names, served beside
+    `before`/`after`) checked equal to them and set aside."""
     r = await client.get(f"/v1/memories/{memory_id}/history", headers=auth(account))
     assert r.status_code == 200, r.text
-    return list(r.json()["history"])
+    history = list(r.json()["history"])
+    for entry in history:
+        assert entry["changed_fields"] == list(entry["changes"])
+        for value in entry["changes"].values():
+            if isinstance(value, dict) and "before" in value and "after" in value:
+                assert (value.pop("old"), value.pop("new")) == (value["before"], value["after"])
+    return history
 
 
 def _actions(history: list[dict]) -> list[str]:
@@ -87,7 +95,7 @@ async def test_store_records_the_fields_it_created(client: AsyncTestClient, wall
     history = await _history(client, wallet, stored["id"])
     assert len(history) == 1
     entry = history[0]
-    assert set(entry) == {"id", "memory_id", "action", "changes", "created_at"}
+    assert set(entry) == {"id", "memory_id", "action", "changes", "changed_fields", "created_at"}
     assert entry["memory_id"] == stored["id"] and entry["action"] == "create"
     UUID(entry["id"])
     assert entry["created_at"].endswith("Z")
