@@ -164,12 +164,14 @@ async def test_suggested_filters_and_limit(client: AsyncTestClient, wallet, data
     body = (await client.get("/v1/suggested?namespace=team&category=stale", headers=h)).json()
     assert body == {
         "suggested": [],
+        "suggestions": [],
         "categories": {"stale": 0, "fresh": 1, "hot": 0, "decaying": 0},
         "total": 0,
     }
     body = (await client.get("/v1/suggested?namespace=nowhere", headers=h)).json()
     assert body == {
         "suggested": [],
+        "suggestions": [],
         "categories": {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0},
         "total": 0,
     }
@@ -287,6 +289,7 @@ async def test_suggested_is_per_wallet_and_free(
     r = await client.get("/v1/suggested", headers=auth(other_wallet))
     assert r.json() == {
         "suggested": [],
+        "suggestions": [],
         "categories": {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0},
         "total": 0,
     }
@@ -461,14 +464,20 @@ async def test_tags_counted_per_wallet_and_namespace(
     r = await client.get("/v1/tags", headers=h)
     assert r.status_code == 200
     assert r.json() == {
-        "tags": ["ui", "editor", "ops", "shell"],  # most used first, then by name
+        # most used first, then by name
+        "tags": [
+            {"tag": "ui", "count": 2},
+            {"tag": "editor", "count": 1},
+            {"tag": "ops", "count": 1},
+            {"tag": "shell", "count": 1},
+        ],
         "counts": {"ui": 2, "editor": 1, "ops": 1, "shell": 1},
         "total": 4,
     }
     assert r.headers["x-free-tier-remaining"] == "99"
-    assert (await client.get("/v1/tags?namespace=work", headers=h)).json()["tags"] == ["ops"]
-    assert (await client.get("/v1/tags?session_id=s9", headers=h)).json()["tags"] == ["shell"]
-    assert (await client.get("/v1/tags?agent_id=a9", headers=h)).json()["tags"] == ["shell"]
+    assert (await client.get("/v1/tags?namespace=work", headers=h)).json()["counts"] == {"ops": 1}
+    assert (await client.get("/v1/tags?session_id=s9", headers=h)).json()["counts"] == {"shell": 1}
+    assert (await client.get("/v1/tags?agent_id=a9", headers=h)).json()["counts"] == {"shell": 1}
     assert (await client.get("/v1/tags?namespace=none", headers=h)).json() == {
         "tags": [],
         "counts": {},

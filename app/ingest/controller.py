@@ -55,7 +55,12 @@ class IngestController(Controller):
             conn, request.user, conversation_of(data),
             scope_of(data.namespace, data.session_id, data.agent_id), data.auto_relate,
         )  # fmt: skip
-        return {**_extract_response(outcome), "relations_created": outcome.relations_created}
+        return {
+            **_extract_response(outcome),
+            "relations_created": outcome.relations_created,
+            # the count MemoClaw's CLI and MCP server read (they print "? memories created")
+            "memories_created": outcome.stored.created,
+        }
 
     @post("/migrate", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
     async def migrate(

@@ -25,8 +25,8 @@ from app.memory.schemas import (
     UpdateIn,
     iso,
     memory_to_wire,
+    recalled_to_wire,
     split_tags,
-    without_empty,
 )
 from app.memory.service import MemoryService, list_filter
 from app.payments import prices
@@ -80,29 +80,6 @@ def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int
     }
 
 
-def _recalled_to_wire(item: Any) -> dict[str, Any]:
-    row = item.row
-    return without_empty({
-        "id": str(row["id"]),
-        "content": row["content"],
-        "similarity": round(item.signals.vector, 6),
-        "score": round(item.signals.score, 6),
-        "metadata": row["metadata"] or {},
-        "tags": list((row["metadata"] or {}).get("tags") or []),
-        "importance": float(row["importance"]),
-        "namespace": row["namespace"],
-        "memory_type": row["memory_type"],
-        "session_id": row["session_id"],
-        "agent_id": row["agent_id"],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "access_count": int(row["access_count"]) + 1,  # this recall counts as an access
-        "pinned": bool(row["pinned"]),
-        "immutable": bool(row["immutable"]),
-        "_signals": item.signals.to_wire(),
-    })  # fmt: skip
-
-
 class MemoryController(Controller):
     path = "/v1"
     tags = ["memories"]
@@ -129,6 +106,8 @@ class MemoryController(Controller):
             "count": len(outcomes),
             "deduplicated_count": sum(o.deduplicated for o in outcomes),
             "tokens_used": tokens,
+            # the stored memories, in order: MemoClaw's MCP server counts and shows these
+            "memories": [memory_to_wire(o.row) for o in outcomes],
         }
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
@@ -142,7 +121,7 @@ class MemoryController(Controller):
     ) -> dict[str, Any]:
         recalled, tokens = await memory_service.recall(conn, request.user, data)
         relax_commit(request)  # its writes are access counts (app/db/transaction.py)
-        items = [_recalled_to_wire(r) for r in recalled]
+        items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
             # GET /v1/memories/{id}/relations's list shape, for every result in one query
             linked = await relation_service.of_memories(

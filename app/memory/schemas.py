@@ -309,3 +309,27 @@ def memory_to_wire(row: Any) -> dict[str, Any]:
             "tags": list((row["metadata"] or {}).get("tags") or []),
         }
     )
+
+
+def recalled_to_wire(item: Any) -> dict[str, Any]:
+    """A recall result (memory/service.py `Recalled`): the memory and its signals."""
+    row = item.row
+    return without_empty({
+        "id": str(row["id"]),
+        "content": row["content"],
+        "similarity": round(item.signals.vector, 6),
+        "score": round(item.signals.score, 6),
+        "metadata": row["metadata"] or {},
+        "tags": list((row["metadata"] or {}).get("tags") or []),
+        "importance": float(row["importance"]),
+        "namespace": row["namespace"],
+        "memory_type": row["memory_type"],
+        "session_id": row["session_id"],
+        "agent_id": row["agent_id"],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "access_count": int(row["access_count"]) + 1,  # this recall counts as an access
+        "pinned": bool(row["pinned"]),
+        "immutable": bool(row["immutable"]),
+        "_signals": item.signals.to_wire(),
+    })  # fmt: skip
