@@ -300,6 +300,19 @@ def test_migrate_files(cli: CliClient) -> None:
     assert again["memories_created"] == 0 and again["memories_deduplicated"] == 2
 
 
+def test_consolidate_reports_merged(cli: CliClient) -> None:
+    # two near-duplicates (cosine 0.93: store keeps both, consolidation at 0.85 folds them)
+    store_batch(cli, ["I drink my coffee black, no sugar",
+                      "I take my coffee black without any sugar", OTHER[0]])  # fmt: skip
+    # cmdConsolidate --dry-run: prints merged_count ?? merged, and clusters.length
+    body = {"min_similarity": 0.85, "dry_run": True}
+    result = cli.ok("POST", "/v1/memories/consolidate", body)
+    assert result["merged"] == result["memories_merged"] == 1 and len(result["clusters"]) == 1
+    assert list_page(cli, limit=10)["total"] == 3  # a dry run
+    result = cli.ok("POST", "/v1/memories/consolidate", {"min_similarity": 0.85})
+    assert result["merged"] == 1 and list_page(cli, limit=10)["total"] == 2
+
+
 # ---- status, stats, suggested ------------------------------------------------------------------
 
 
