@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.db.transaction import relax_commit
-from app.memory.repository import MemoryFilter
+from app.memory.repository import ListOrder, MemoryFilter
 from app.memory.schemas import (
     MAX_SEARCH_QUERY_CHARS,
     BatchUpdateIn,
@@ -64,7 +64,7 @@ def provide_memory_filter(
 
 MEMORY_FILTER = {"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)}
 ListSort = Literal["created_at", "updated_at", "importance"]
-ListOrder = Literal["asc", "desc"]
+SortOrder = Literal["asc", "desc"]
 
 
 def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
@@ -140,10 +140,10 @@ class MemoryController(Controller):
         limit: PageLimit = 20,
         offset: Offset = 0,
         sort: FromQuery[ListSort] = "created_at",
-        order: FromQuery[ListOrder] = "desc",
+        order: FromQuery[SortOrder] = "desc",
     ) -> dict[str, Any]:
         rows, total = await memory_service.list_page(
-            conn, memory_filter, limit, offset, sort, order == "desc"
+            conn, memory_filter, limit, offset, ListOrder(sort, order == "desc")
         )
         return {
             "memories": [memory_to_wire(r) for r in rows],

@@ -67,6 +67,15 @@ class MemoryFilter:
 LIST_SORTS = ("created_at", "updated_at", "importance")
 
 
+@dataclass(frozen=True)
+class ListOrder:
+    sort: str = "created_at"  # one of LIST_SORTS
+    descending: bool = True
+
+
+NEWEST_FIRST = ListOrder()
+
+
 @dataclass
 class MemoryFields:
     """What a caller says about a new memory (validated); importance None means the default."""
@@ -378,16 +387,11 @@ async def get_many(
 
 
 async def list_page(
-    conn: asyncpg.Connection,
-    f: MemoryFilter,
-    limit: int,
-    offset: int,
-    sort: str = "created_at",
-    descending: bool = True,
+    conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int, order: ListOrder
 ) -> tuple[list[asyncpg.Record], int]:
-    if sort not in LIST_SORTS:
-        raise ValueError(f"not a list order: {sort}")
-    direction = "DESC" if descending else "ASC"
+    if order.sort not in LIST_SORTS:
+        raise ValueError(f"not a list order: {order.sort}")
+    sort, direction = order.sort, "DESC" if order.descending else "ASC"
     sql = _filtered(f)
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)

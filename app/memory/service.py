@@ -334,10 +334,9 @@ class MemoryService:
         f: MemoryFilter,
         limit: int,
         offset: int,
-        sort: str = "created_at",
-        descending: bool = True,
+        order: repo.ListOrder = repo.NEWEST_FIRST,
     ) -> tuple[list[asyncpg.Record], int]:
-        return await repo.list_page(conn, f, limit, offset, sort, descending)
+        return await repo.list_page(conn, f, limit, offset, order)
 
     async def count(self, conn: asyncpg.Connection, f: MemoryFilter) -> int:
         return await repo.count(conn, f)
