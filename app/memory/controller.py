@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.db.transaction import relax_commit
-from app.memory.repository import ListOrder, MemoryFilter
+from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
     MAX_SEARCH_QUERY_CHARS,
     BatchUpdateIn,
@@ -63,7 +63,6 @@ def provide_memory_filter(
 
 
 MEMORY_FILTER = {"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)}
-ListSort = Literal["created_at", "updated_at", "importance"]
 SortOrder = Literal["asc", "desc"]
 
 

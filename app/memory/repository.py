@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -64,7 +64,8 @@ class MemoryFilter:
 
 
 # The orders a list can be read in (MemoClaw's MCP server's `sort` values); ties by id.
-LIST_SORTS = ("created_at", "updated_at", "importance")
+ListSort = Literal["created_at", "updated_at", "importance"]
+LIST_SORTS: tuple[str, ...] = get_args(ListSort)
 
 
 @dataclass(frozen=True)
