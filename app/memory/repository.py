@@ -536,16 +536,18 @@ async def neighbours(
 
 
 async def embeddings_of_wallet(
-    conn: asyncpg.Connection, wallet: str, namespace: str | None
+    conn: asyncpg.Connection, wallet: str, namespace: str | None, agent_id: str | None = None
 ) -> list[asyncpg.Record]:
-    """Every live memory of a wallet (or one namespace) with its embedding, for consolidation."""
+    """Every live memory of a wallet (or one namespace, or one agent's) with its embedding,
+    for consolidation."""
     rows: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT m.id, m.namespace, m.content, m.embedding, m.importance, m.pinned, m.immutable,
                    m.metadata, m.access_count, m.created_at, m.memory_type
             FROM memories m
-            WHERE m.user_id = $1 AND ($2::text IS NULL OR m.namespace = $2) AND {LIVE}
+            WHERE m.user_id = $1 AND ($2::text IS NULL OR m.namespace = $2)
+              AND ($3::text IS NULL OR m.agent_id = $3) AND {LIVE}
             ORDER BY m.namespace, m.created_at""",
-        wallet, namespace,
+        wallet, namespace, agent_id,
     )  # fmt: skip
     return rows
 

@@ -257,6 +257,23 @@ def test_relations_and_graph_carry_both_ends(mcp: McpClient) -> None:
     assert neighbours == {b, c}
 
 
+def test_consolidate_keeps_to_the_agent(mcp: McpClient) -> None:
+    near = ["I drink my coffee black, no sugar", "I take my coffee black without any sugar"]
+    bulk_store(mcp, [{"content": c} for c in near], agent_id="agent-a")
+    bulk_store(mcp, [{"content": FACTS[20]}], agent_id="agent-b")
+    # memoclaw_consolidate: {namespace?, agent_id?, min_similarity?, mode?, dry_run?}
+    body = {"min_similarity": 0.85, "dry_run": True}
+    assert len(mcp.ok("POST", "/v1/memories/consolidate", body)["clusters"]) == 1
+    body = {"agent_id": "agent-b", "min_similarity": 0.85, "dry_run": True}
+    assert mcp.ok("POST", "/v1/memories/consolidate", body)["clusters"] == []
+    body = {"agent_id": "agent-a", "min_similarity": 0.85}
+    result = mcp.ok("POST", "/v1/memories/consolidate", body)
+    assert result["merged"] == 1 and len(result["clusters"]) == 1
+    assert mcp.ok("GET", "/v1/memories/count?agent_id=agent-b")["count"] == 1
+    body = {"agent_id": "a\u0000b"}
+    assert mcp.request("POST", "/v1/memories/consolidate", body).status_code == 422
+
+
 # ---- export, migrate, ingest, extract, batch update, delete namespace --------------------------
 
 
