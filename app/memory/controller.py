@@ -169,7 +169,8 @@ class MemoryController(Controller):
         rows, total = await memory_service.search(conn, f, data.query, data.limit)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": data.query}
 
-    # MemoClaw's MCP server searches here, with the list's filters (pinned, metadata, after...).
+    # MemoClaw's MCP server searches here, with the list's filters (pinned, metadata, after...)
+    # and its sort/order.
     @get("/memories/search", dependencies=MEMORY_FILTER)
     async def search_legacy(
         self,
@@ -178,8 +179,11 @@ class MemoryController(Controller):
         memory_filter: NamedDependency[MemoryFilter],
         q: Annotated[str, QueryParameter(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)],
         limit: PageLimit = 10,
+        sort: FromQuery[ListSort | None] = None,  # best match first unless asked
+        order: FromQuery[SortOrder] = "desc",
     ) -> dict[str, Any]:
-        rows, total = await memory_service.search(conn, memory_filter, q, limit)
+        by = ListOrder(sort, order == "desc") if sort else None
+        rows, total = await memory_service.search(conn, memory_filter, q, limit, by)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": q}
 
     @get("/memories/{memory_id:str}")

@@ -390,15 +390,12 @@ async def get_many(
 async def list_page(
     conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int, order: ListOrder
 ) -> tuple[list[asyncpg.Record], int]:
-    if order.sort not in LIST_SORTS:
-        raise ValueError(f"not a list order: {order.sort}")
-    sort, direction = order.sort, "DESC" if order.descending else "ASC"
     sql = _filtered(f)
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
     rows = await conn.fetch(
         f"""SELECT {COLUMNS} FROM memories m WHERE {where}
-            ORDER BY m.{sort} {direction}, m.id {direction}
+            ORDER BY {_order_by(order)}
             LIMIT {sql.param(limit)} OFFSET {sql.param(offset)}""",
         *sql.params,
     )
@@ -413,23 +410,35 @@ async def count(conn: asyncpg.Connection, f: MemoryFilter) -> int:
 
 
 async def keyword_search(
-    conn: asyncpg.Connection, f: MemoryFilter, query: str, limit: int
+    conn: asyncpg.Connection,
+    f: MemoryFilter,
+    query: str,
+    limit: int,
+    order: ListOrder | None = None,
 ) -> tuple[list[asyncpg.Record], int]:
-    """Full-text match (web-search syntax), or a literal substring for identifiers and codes."""
+    """Full-text match (web-search syntax), or a literal substring for identifiers and codes;
+    best match first, or in `order` when one is asked for."""
     sql = _filtered(f)
     q = sql.param(query)
     pattern = sql.param("%" + _escape_like(query) + "%")
     sql.where(f"(m.tsv @@ websearch_to_tsquery('english', {q}) OR m.content ILIKE {pattern})")
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
+    ranked = f"ts_rank_cd(m.tsv, websearch_to_tsquery('english', {q}), 32) DESC, m.created_at DESC"
     rows = await conn.fetch(
         f"""SELECT {COLUMNS} FROM memories m WHERE {where}
-            ORDER BY ts_rank_cd(m.tsv, websearch_to_tsquery('english', {q}), 32) DESC,
-                     m.created_at DESC
+            ORDER BY {_order_by(order) if order else ranked}
             LIMIT {sql.param(limit)}""",
         *sql.params,
     )
     return rows, int(total)
+
+
+def _order_by(order: ListOrder) -> str:
+    if order.sort not in LIST_SORTS:
+        raise ValueError(f"not a list order: {order.sort}")
+    direction = "DESC" if order.descending else "ASC"
+    return f"m.{order.sort} {direction}, m.id {direction}"
 
 
 def _escape_like(text: str) -> str:

@@ -342,12 +342,17 @@ class MemoryService:
         return await repo.count(conn, f)
 
     async def search(
-        self, conn: asyncpg.Connection, f: MemoryFilter, query: str, limit: int
+        self,
+        conn: asyncpg.Connection,
+        f: MemoryFilter,
+        query: str,
+        limit: int,
+        order: repo.ListOrder | None = None,
     ) -> tuple[list[asyncpg.Record], int]:
         reject_nul(query, "$.query")
         if not query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
-        return await repo.keyword_search(conn, f, query, limit)
+        return await repo.keyword_search(conn, f, query, limit, order)
 
     async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
         return await repo.namespaces(conn, wallet)

@@ -181,6 +181,11 @@ def test_search_and_list_and_count_apply_metadata_pinned_sort(mcp: McpClient) ->
     query = urlencode({"q": "the", "limit": 10, "metadata": '{"team":"dev"}'})
     found = mcp.ok("GET", f"/v1/memories/search?{query}")["memories"]
     assert [m["content"] for m in found] == [FACTS[9]]
+    # and its sort/order (best match first without them)
+    query = urlencode({"q": "the", "limit": 10, "sort": "importance", "order": "asc"})
+    found = mcp.ok("GET", f"/v1/memories/search?{query}")["memories"]
+    assert [m["importance"] for m in found] == sorted(m["importance"] for m in found)
+    assert len(found) == 3
     # malformed metadata: a 422, not an unfiltered list
     assert mcp.request("GET", "/v1/memories?metadata=%7Bteam").status_code == 422
     assert mcp.request("GET", "/v1/memories?metadata=%5B1%5D").status_code == 422
