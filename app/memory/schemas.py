@@ -227,9 +227,12 @@ def parse_moment(value: str | None, field: str, now: datetime) -> datetime | Non
     if value is None:
         return None
     relative = RELATIVE_TIME.match(value.strip())
-    if relative:
+    if not relative:
+        return parse_time(value, field)
+    try:
         return now - int(relative[1]) * RELATIVE_UNITS[relative[2].lower()]
-    return parse_time(value, field)
+    except OverflowError as exc:  # before year 1
+        raise InvalidInput(f"{field} reaches back too far", {"field": field}) from exc
 
 
 def parse_metadata_filter(value: Any, field: str) -> Metadata | None:
