@@ -13,11 +13,11 @@ from litestar.config.app import AppConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.ai.embedders import build_embedder
 from app.ai.facts import build_fact_model
 from app.api.body import BoundedRequest, restore_recursion_limit
+from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
 from app.api.health import health
@@ -164,6 +164,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     config = AppConfig(
         route_handlers=[
             health,
+            swagger_assets(),
             FreeTierController,
             SessionController,
             SuggestedController,
@@ -220,8 +221,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             title="Engram",
             version=_version(),
             description="Memory API for AI agents, wire-compatible with MemoClaw.",
-            path="/docs",
-            render_plugins=[SwaggerRenderPlugin()],
+            path=DOCS_PATH,
+            render_plugins=[swagger_page()],
         ),
     )
     return Litestar.from_config(config)

@@ -58,4 +58,4 @@ async def test_wallets_are_isolated_on_every_endpoint(
     # and mine is untouched
     m = (await client.get(f"/v1/memories/{memory_id}", headers=mine)).json()
     assert m["content"] == SECRET and m["importance"] == 0.5 and m["pinned"] is False
-    assert m["deleted_at"] is None
+    assert "deleted_at" not in m

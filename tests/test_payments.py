@@ -141,6 +141,7 @@ async def test_reference_client_pays_a_store_and_the_token_moves(
     assert r.headers["cache-control"] == "private, no-store"
     receipt = decode_payment_response_header(r.headers["PAYMENT-RESPONSE"])
     assert receipt.success and receipt.transaction.startswith("0x")
+    assert receipt.network == "eip155:8453"  # v2 names networks by CAIP-2 id
     assert chain.usdc_balance(payer.address) == before_payer - PRICE
     assert chain.usdc_balance(pay_to) == before_pay_to + PRICE
     assert await count_memories(database_url, payer.address) == 1
@@ -175,7 +176,17 @@ async def test_v1_x_payment_header_pays_a_recall(paid: AsyncTestClient, chain, p
         "/v1/recall", json={"query": "anything"}, headers={**auth(payer), name: value}
     )
     assert r.status_code == 200, r.text
-    assert decode_payment_response_header(r.headers["X-PAYMENT-RESPONSE"]).success
+    receipt = json.loads(base64.b64decode(r.headers["X-PAYMENT-RESPONSE"]))
+    # a v1 payer is answered in v1's terms: the network by its v1 name, not its CAIP-2 id
+    assert receipt["success"] is True and receipt["network"] == "base"
+    assert "PAYMENT-RESPONSE" not in r.headers
+    assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
+    # a retry with the same proof replays the answer, the receipt in the same terms
+    again = await paid.post(
+        "/v1/recall", json={"query": "anything"}, headers={**auth(payer), name: value}
+    )
+    assert again.headers["X-Idempotent-Replay"] == "true"
+    assert json.loads(base64.b64decode(again.headers["X-PAYMENT-RESPONSE"]))["network"] == "base"
     assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
 
 

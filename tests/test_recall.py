@@ -208,7 +208,7 @@ async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None
     for bad in (
         {"query": ""},
         {"query": "x", "limit": 0},
-        {"query": "x", "limit": 101},
+        {"query": "x", "limit": 1001},
         {"query": "x", "min_similarity": 2},
         {"query": "x" * 32_769},
     ):

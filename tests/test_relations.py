@@ -135,7 +135,6 @@ async def test_create_list_delete_round_trip(client: AsyncTestClient, wallet) ->
         ({"relation_type": "RELATED_TO"}, "relation_type"),
         ({"target_id": "not-a-uuid"}, "target_id"),
         ({"target_id": None}, "target_id"),
-        ({"unknown": 1}, "unknown"),
         ({"metadata": {f"k{i}": i for i in range(21)}}, "metadata"),
         ({"metadata": {"a": {"b": {"c": {"d": 1}}}}}, "metadata"),
         ({"metadata": {"note": "nul \x00 here"}}, "metadata"),

@@ -311,13 +311,17 @@ async def test_update_update_batch_and_history(client: Client) -> None:
     assert [h.memory_id for h in history] == [memory_id] * 4
     created, content_change, fields_change, batch_change = history
     assert created.changes["content"] == "The staging server runs on port 8080"
+    old, new = "The staging server runs on port 8080", "The staging server moved to port 9090"
+    # before/after, and old/new for MemoClaw's CLI diff
     assert content_change.changes == {
-        "content": {
-            "before": "The staging server runs on port 8080",
-            "after": "The staging server moved to port 9090",
-        }
+        "content": {"before": old, "after": new, "old": old, "new": new}
     }
-    assert fields_change.changes["memory_type"] == {"before": "general", "after": "project"}
+    assert fields_change.changes["memory_type"] == {
+        "before": "general",
+        "after": "project",
+        "old": "general",
+        "new": "project",
+    }
     assert fields_change.changes["importance"]["after"] == pytest.approx(0.9)
     assert batch_change.changes["importance"]["after"] == pytest.approx(0.3)
     assert created.created_at <= content_change.created_at <= batch_change.created_at

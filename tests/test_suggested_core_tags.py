@@ -168,12 +168,14 @@ async def test_suggested_filters_and_limit(client: AsyncTestClient, wallet, data
     body = (await client.get("/v1/suggested?namespace=team&category=stale", headers=h)).json()
     assert body == {
         "suggested": [],
+        "suggestions": [],
         "categories": {"stale": 0, "fresh": 1, "hot": 0, "decaying": 0},
         "total": 0,
     }
     body = (await client.get("/v1/suggested?namespace=nowhere", headers=h)).json()
     assert body == {
         "suggested": [],
+        "suggestions": [],
         "categories": {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0},
         "total": 0,
     }
@@ -291,6 +293,7 @@ async def test_suggested_is_per_wallet_and_free(
     r = await client.get("/v1/suggested", headers=auth(other_wallet))
     assert r.json() == {
         "suggested": [],
+        "suggestions": [],
         "categories": {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0},
         "total": 0,
     }
@@ -341,7 +344,7 @@ async def test_core_lists_pins_and_unpins_on_every_path(client: AsyncTestClient,
         r = await client.delete(f"{path}/{memory_id}", headers=h)
         assert r.status_code == 200 and r.json() == {"unpinned": True, "id": memory_id}
         memory = (await client.get(f"/v1/memories/{memory_id}", headers=h)).json()
-        assert memory["pinned"] is False and memory["deleted_at"] is None
+        assert memory["pinned"] is False and "deleted_at" not in memory
     r = await client.delete(f"/v1/core-memories/{third}", headers=h)
     assert r.json() == {"unpinned": True, "id": third}
     r = await client.delete(f"/v1/core-memories/{third}", headers=h)
@@ -405,7 +408,6 @@ async def test_core_bad_input_is_422_and_changes_nothing(client: AsyncTestClient
         {"memory_id": ""},
         {"memory_id": "not-a-uuid"},
         {"memory_id": memory_id, "id": MISSING},
-        {"memory_id": memory_id, "extra": 1},
         {"memory_id": 42},
         {"memory_id": "x" * 65},
     ]
@@ -421,7 +423,7 @@ async def test_core_bad_input_is_422_and_changes_nothing(client: AsyncTestClient
     assert r.status_code == 422
     r = await client.delete(f"/v1/memories/core/{MISSING}", headers=h)
     assert r.status_code == 404
-    for query in ("limit=0", "limit=101", "offset=-1", "namespace=%00"):
+    for query in ("limit=0", "limit=1001", "offset=-1", "namespace=%00"):
         r = await client.get(f"/v1/memories/core?{query}", headers=h)
         assert r.status_code == 422, query
     assert (await client.get(f"/v1/memories/{memory_id}", headers=h)).json()["pinned"] is False
@@ -466,14 +468,20 @@ async def test_tags_counted_per_wallet_and_namespace(
     r = await client.get("/v1/tags", headers=h)
     assert r.status_code == 200
     assert r.json() == {
-        "tags": ["ui", "editor", "ops", "shell"],  # most used first, then by name
+        # most used first, then by name
+        "tags": [
+            {"tag": "ui", "count": 2},
+            {"tag": "editor", "count": 1},
+            {"tag": "ops", "count": 1},
+            {"tag": "shell", "count": 1},
+        ],
         "counts": {"ui": 2, "editor": 1, "ops": 1, "shell": 1},
         "total": 4,
     }
     assert r.headers["x-free-tier-remaining"] == "99"
-    assert (await client.get("/v1/tags?namespace=work", headers=h)).json()["tags"] == ["ops"]
-    assert (await client.get("/v1/tags?session_id=s9", headers=h)).json()["tags"] == ["shell"]
-    assert (await client.get("/v1/tags?agent_id=a9", headers=h)).json()["tags"] == ["shell"]
+    assert (await client.get("/v1/tags?namespace=work", headers=h)).json()["counts"] == {"ops": 1}
+    assert (await client.get("/v1/tags?session_id=s9", headers=h)).json()["counts"] == {"shell": 1}
+    assert (await client.get("/v1/tags?agent_id=a9", headers=h)).json()["counts"] == {"shell": 1}
     assert (await client.get("/v1/tags?namespace=none", headers=h)).json() == {
         "tags": [],
         "counts": {},

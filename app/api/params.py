@@ -10,6 +10,8 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
+from app.memory.schemas import MAX_PAGE
+
 # A request as WalletAuthMiddleware leaves it: `user` is the caller's lower-cased wallet address,
 # or None on a paid route called without x-wallet-auth (the payment gate then answers 402).
 # Public handlers (exclude_from_auth) get this type too but must not read `user`: it is unset.
@@ -20,4 +22,6 @@ WalletRequest: TypeAlias = Request[str, Any, State]
 
 Conn: TypeAlias = NamedDependency[asyncpg.Connection]
 Limit100: TypeAlias = Annotated[int, QueryParameter(ge=1, le=100)]
+# A page of a read that MemoClaw's clients page through (list, search, core).
+PageLimit: TypeAlias = Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)]
 Offset: TypeAlias = Annotated[int, QueryParameter(ge=0)]

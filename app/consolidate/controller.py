@@ -35,6 +35,7 @@ class ConsolidateController(Controller):
         return {
             "clusters_found": len(report.clusters),
             "memories_merged": report.memories_merged,
+            "merged": report.memories_merged,  # what MemoClaw's CLI prints and MCP server types
             "memories_created": report.memories_created,
             "clusters": report.clusters,
             "dry_run": data.dry_run,

@@ -26,7 +26,7 @@ from app.consolidate.schemas import ConsolidateIn
 from app.history import service as history
 from app.memory import repository as memory_repo
 from app.memory.repository import MemoryFields
-from app.memory.schemas import MAX_TAGS
+from app.memory.schemas import MAX_TAGS, reject_nul
 from app.memory.service import MemoryService
 from app.relations import repository as relations_repo
 
@@ -110,7 +110,8 @@ class ConsolidateService:
     async def consolidate(
         self, conn: asyncpg.Connection, wallet: str, req: ConsolidateIn
     ) -> Report:
-        rows = await memory_repo.embeddings_of_wallet(conn, wallet, req.namespace)
+        reject_nul(req)  # PostgreSQL text cannot hold NUL: a 422, not a database error
+        rows = await memory_repo.embeddings_of_wallet(conn, wallet, req.namespace, req.agent_id)
         by_namespace: dict[str, list[asyncpg.Record]] = {}
         for row in rows:
             by_namespace.setdefault(row["namespace"], []).append(row)

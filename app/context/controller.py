@@ -11,7 +11,8 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.api.params import Conn, WalletRequest
 from app.context.schemas import ContextIn
-from app.context.service import ContextService
+from app.context.service import ContextService, neutralise
+from app.memory.schemas import recalled_to_wire
 from app.payments import prices
 from app.payments.prices import paid
 
@@ -34,4 +35,10 @@ class ContextController(Controller):
             "memories_used": block.memories_used,
             "tokens": block.tokens,
             "tokens_used": block.tokens_used,
+            # the memories in the block, for MemoClaw's MCP server (it maps over
+            # `result.memories || result.context`); their content neutralised as in the block
+            "memories": [
+                {**recalled_to_wire(item), "content": neutralise(item.row["content"])}
+                for item in block.used
+            ],
         }

@@ -8,14 +8,23 @@ from msgspec import Meta
 
 from app.memory.schemas import MAX_RECALL_QUERY_CHARS, Name, OptionalName, StrictStruct
 
+MaxMemories = Annotated[int, Meta(ge=1, le=100)]
+DEFAULT_MAX_MEMORIES = 10
+
 
 class ContextIn(StrictStruct):
     query: Annotated[str, Meta(min_length=1, max_length=MAX_RECALL_QUERY_CHARS)]
     namespace: Name | None = None
     session_id: OptionalName | None = None
     agent_id: OptionalName | None = None
-    max_memories: Annotated[int, Meta(ge=1, le=100)] = 10
+    max_memories: MaxMemories | None = None  # default DEFAULT_MAX_MEMORIES
+    limit: MaxMemories | None = None  # MemoClaw's CLI and MCP server name max_memories so
     max_tokens: Annotated[int, Meta(ge=100, le=16_000)] = 2000
     format: Literal["text", "structured"] = "text"
     include_metadata: bool = False
     summarize: bool = False
+
+    @property
+    def memory_limit(self) -> int:
+        """How many memories the block may use: max_memories, else its alias limit, else 10."""
+        return self.max_memories or self.limit or DEFAULT_MAX_MEMORIES

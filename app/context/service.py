@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -42,6 +42,7 @@ class ContextBlock:
     memories_used: int
     tokens: int
     tokens_used: int
+    used: list[Recalled] = field(default_factory=list)  # the memories the block holds, in order
 
 
 def _line(item: Recalled, include_metadata: bool) -> str:
@@ -84,7 +85,7 @@ class ContextService:
         recalled, tokens_used = await self.memories.recall(
             conn,
             wallet,
-            RecallIn(query=req.query, limit=req.max_memories, namespace=req.namespace,
+            RecallIn(query=req.query, limit=req.memory_limit, namespace=req.namespace,
                      session_id=req.session_id, agent_id=req.agent_id),
         )  # fmt: skip
         summary = None
@@ -114,7 +115,9 @@ class ContextService:
             lines.append(line)
             budget -= cost
         text = "\n".join([*head, *lines, CONTEXT_CLOSE])
-        return ContextBlock(text, len(lines), count_tokens(text), tokens_used)
+        return ContextBlock(
+            text, len(lines), count_tokens(text), tokens_used, recalled[: len(lines)]
+        )
 
     def _structured(
         self, recalled: list[Recalled], req: ContextIn, summary: str | None, tokens_used: int
@@ -131,4 +134,5 @@ class ContextService:
             block["memories"].append(entry)
             budget -= cost
         tokens = count_tokens(json.dumps(block, ensure_ascii=False))
-        return ContextBlock(block, len(block["memories"]), tokens, tokens_used)
+        used = len(block["memories"])
+        return ContextBlock(block, used, tokens, tokens_used, recalled[:used])

@@ -11,7 +11,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.params import Conn, Limit100, Offset, WalletRequest
+from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.core.schemas import PinIn
 from app.core.service import CoreService, pinned_id
 from app.memory.repository import MemoryFilter
@@ -31,7 +31,7 @@ class CoreController(Controller):
         request: WalletRequest,
         conn: Conn,
         core_memories: NamedDependency[CoreService],
-        limit: Limit100 = DEFAULT_LIMIT,
+        limit: PageLimit = DEFAULT_LIMIT,
         offset: Offset = 0,
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import asyncpg
 from alembic.config import Config
 
 from alembic import command
 from app.db import repository
+from app.shipped import shipped
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MIN_PGVECTOR = (0, 8)
 
 
@@ -19,8 +17,8 @@ class SchemaError(RuntimeError):
 
 
 def alembic_config(database_url: str, embed_dims: int, embed_model: str) -> Config:
-    cfg = Config(str(PROJECT_ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(PROJECT_ROOT / "alembic"))
+    cfg = Config(str(shipped("alembic.ini")))
+    cfg.set_main_option("script_location", str(shipped("alembic")))
     cfg.attributes["database_url"] = database_url
     cfg.attributes["embed_dims"] = embed_dims
     cfg.attributes["embed_model"] = embed_model

@@ -34,7 +34,8 @@ class HistoryController(Controller):
                     "id": str(r["id"]),
                     "memory_id": str(r["memory_id"]),
                     "action": r["action"],
-                    "changes": r["changes"],
+                    "changes": history.readable(r["changes"]),
+                    "changed_fields": list(r["changes"]),  # MemoClaw's MCP server shows it
                     "created_at": iso(r["created_at"]),
                 }
                 for r in rows

@@ -5,7 +5,8 @@ here and hand them to `record`, once per request step, whatever the number of me
 is readable without the action (MemoClaw's SDK drops it):
 - create / import: the memory's own fields as stored;
 - update / consolidate (the kept memory): `{field: {"before", "after"}}` for exactly the fields
-  whose value changed (never the embedding); a consolidation adds `merged_from`;
+  whose value changed (never the embedding), read back with `old`/`new` too (`readable`); a
+  consolidation adds `merged_from`;
 - delete / restore: `{"deleted": {"before", "after"}}`; a memory folded away by a consolidation
   adds `merged_into`.
 
@@ -87,6 +88,17 @@ def deleted(memory_ids: Iterable[UUID]) -> list[Change]:
 
 def restored(memory_id: UUID) -> Change:
     return Change(memory_id, "restore", dict(RESTORED))
+
+
+def readable(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Changes as they are read: each `{"before", "after"}` also as `{"old", "new"}`, the names
+    MemoClaw's CLI `diff` reads (the SDK types `changes` as any mapping, so both fit)."""
+    return {
+        name: {**value, "old": value["before"], "new": value["after"]}
+        if isinstance(value, dict) and value.keys() == {"before", "after"}
+        else value
+        for name, value in changes.items()
+    }
 
 
 async def record(conn: asyncpg.Connection, wallet: str, changes: Iterable[Change | None]) -> None:

@@ -59,7 +59,12 @@ class IngestController(Controller):
         outcome = await ingest.ingest(
             conn, request.user, conversation_of(data), conversation_scope(data), data.auto_relate
         )  # fmt: skip
-        return {**_extract_response(outcome), "relations_created": outcome.relations_created}
+        return {
+            **_extract_response(outcome),
+            "relations_created": outcome.relations_created,
+            # the count MemoClaw's CLI and MCP server read (they print "? memories created")
+            "memories_created": outcome.stored.created,
+        }
 
     @post("/migrate", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
     async def migrate(
@@ -68,9 +73,10 @@ class IngestController(Controller):
         stored, processed, errors = await ingest.migrate(
             conn, request.user, data.files,
             scope_of(data.namespace, data.session_id, data.agent_id), data.auto_tag,
+            data.deduplicate, data.dry_run,
         )  # fmt: skip
         body: dict[str, Any] = {
-            "memory_ids": stored.ids,
+            "memory_ids": [] if data.dry_run else stored.ids,  # a dry run kept none
             "files_processed": processed,
             "memories_created": stored.created,
             "memories_deduplicated": stored.deduplicated,
@@ -78,4 +84,6 @@ class IngestController(Controller):
         }
         if errors:
             body["errors"] = errors
+        if data.dry_run:
+            body["dry_run"] = True
         return body

@@ -45,3 +45,6 @@ class MigrateIn(StrictStruct):
     session_id: OptionalName | None = None
     agent_id: OptionalName | None = None
     auto_tag: bool = False
+    # false stores every section, repeats included (MemoClaw's MCP server always sends it)
+    deduplicate: bool = True
+    dry_run: bool = False  # report what would be stored, store nothing (the MCP's preview)

@@ -6,7 +6,9 @@ No SQL here (repositories) and no HTTP types (controller.py).
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -190,9 +192,13 @@ class IngestService:
         files: list[FileIn],
         scope: Scope,
         auto_tag: bool,
+        deduplicate: bool = True,
+        dry_run: bool = False,
     ) -> tuple[Stored, int, list[dict[str, str]]]:
         """Files split into sections, each a memory; exact duplicates (SHA-256 of the content,
-        within the request and against what the wallet has) are counted, not stored twice."""
+        within the request and against what the wallet has) are counted, not stored twice,
+        unless `deduplicate` is off. A dry run stores in a savepoint it then rolls back, so its
+        counts are exactly what the migration would do."""
         reject_nul(files)
         items: list[StoreIn] = []
         errors: list[dict[str, str]] = []
@@ -209,10 +215,25 @@ class IngestService:
                 items.append(_store_item(section, scope, None, None, tags))
         stored = Stored()
         if items:
-            stored.outcomes, stored.tokens = await self.memories.store_batch(
-                conn, wallet, items, near_dedup=False
-            )
+            async with _undone_if(conn, dry_run):
+                stored.outcomes, stored.tokens = await self.memories.store_batch(
+                    conn, wallet, items, near_dedup=False, exact_dedup=deduplicate
+                )
         return stored, processed, errors
+
+
+@contextlib.asynccontextmanager
+async def _undone_if(conn: asyncpg.Connection, undo: bool) -> AsyncIterator[None]:
+    """With `undo` (a dry run), what the block writes is rolled back (a savepoint) at its end."""
+    if not undo:
+        yield
+        return
+    savepoint = conn.transaction()
+    await savepoint.start()
+    try:
+        yield
+    finally:
+        await savepoint.rollback()
 
 
 def _filename_tag(filename: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import asyncpg
 from litestar import Controller, HttpMethod, delete, get, patch, post, route
@@ -10,10 +10,11 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.params import Conn, Limit100, Offset, WalletRequest
+from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.db.transaction import relax_commit
-from app.memory.repository import MemoryFilter
+from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
+    MAX_SEARCH_QUERY_CHARS,
     BatchUpdateIn,
     FeedbackIn,
     IdsIn,
@@ -23,9 +24,9 @@ from app.memory.schemas import (
     StoreBatchIn,
     StoreIn,
     UpdateIn,
-    event_time_to_wire,
     iso,
     memory_to_wire,
+    recalled_to_wire,
     split_tags,
 )
 from app.memory.service import MemoryService, list_filter
@@ -51,49 +52,31 @@ def provide_memory_filter(
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
     include_deleted: FromQuery[bool] = False,
+    metadata: FromQuery[str | None] = None,
 ) -> MemoryFilter:
-    """The list/count query parameters (`since`/`until` are the CLI's names for after/before)."""
+    """The list/count/search query parameters (`since`/`until` are the CLI's names for
+    after/before; `metadata` is a JSON object the memories' metadata must contain)."""
     return list_filter(
         request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
         memory_type=memory_type, tags=tags, after=after or since, before=before or until,
-        pinned=pinned, immutable=immutable, include_deleted=include_deleted,
+        pinned=pinned, immutable=immutable, include_deleted=include_deleted, metadata=metadata,
     )  # fmt: skip
+
+
+MEMORY_FILTER = {"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)}
+SortOrder = Literal["asc", "desc"]
 
 
 def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
     memory = memory_to_wire(outcome_row)
-    # SDK fields at top level; `memory` for MemoClaw's MCP, which reads `result.memory || result`.
+    # The contract's answer; `memory` beside it for MemoClaw's MCP server, which reads
+    # `result.memory || result` and needs the memory's id and content.
     return {
         "id": memory["id"],
         "stored": True,
         "deduplicated": deduplicated,
         "tokens_used": tokens,
-        "content": memory["content"],
         "memory": memory,
-    }
-
-
-def _recalled_to_wire(item: Any) -> dict[str, Any]:
-    row = item.row
-    return {
-        "id": str(row["id"]),
-        "content": row["content"],
-        "similarity": round(item.signals.vector, 6),
-        "score": round(item.signals.score, 6),
-        "metadata": row["metadata"] or {},
-        "tags": list((row["metadata"] or {}).get("tags") or []),
-        "importance": float(row["importance"]),
-        "namespace": row["namespace"],
-        "memory_type": row["memory_type"],
-        "session_id": row["session_id"],
-        "agent_id": row["agent_id"],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "access_count": int(row["access_count"]) + item.accesses_counted,
-        "pinned": bool(row["pinned"]),
-        "immutable": bool(row["immutable"]),
-        **event_time_to_wire(row),
-        "_signals": item.signals.to_wire(),
     }
 
 
@@ -123,6 +106,8 @@ class MemoryController(Controller):
             "count": len(outcomes),
             "deduplicated_count": sum(o.deduplicated for o in outcomes),
             "tokens_used": tokens,
+            # the stored memories, in order: MemoClaw's MCP server counts and shows these
+            "memories": [memory_to_wire(o.row) for o in outcomes],
         }
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
@@ -136,7 +121,7 @@ class MemoryController(Controller):
     ) -> dict[str, Any]:
         recalled, tokens = await memory_service.recall(conn, request.user, data)
         relax_commit(request)  # its writes are access counts (app/db/transaction.py)
-        items = [_recalled_to_wire(r) for r in recalled]
+        items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
             # GET /v1/memories/{id}/relations's list shape, for every result in one query
             linked = await relation_service.of_memories(
@@ -146,19 +131,20 @@ class MemoryController(Controller):
                 item["relations"] = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
         return {"memories": items, "query_tokens": tokens}
 
-    @get(
-        "/memories",
-        dependencies={"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)},
-    )
+    @get("/memories", dependencies=MEMORY_FILTER)
     async def list_memories(
         self,
         conn: Conn,
         memory_service: Memories,
         memory_filter: NamedDependency[MemoryFilter],
-        limit: Limit100 = 20,
+        limit: PageLimit = 20,
         offset: Offset = 0,
+        sort: FromQuery[ListSort] = "created_at",
+        order: FromQuery[SortOrder] = "desc",
     ) -> dict[str, Any]:
-        rows, total = await memory_service.list_page(conn, memory_filter, limit, offset)
+        rows, total = await memory_service.list_page(
+            conn, memory_filter, limit, offset, ListOrder(sort, order == "desc")
+        )
         return {
             "memories": [memory_to_wire(r) for r in rows],
             "total": total,
@@ -166,10 +152,7 @@ class MemoryController(Controller):
             "offset": offset,
         }
 
-    @get(
-        "/memories/count",
-        dependencies={"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)},
-    )
+    @get("/memories/count", dependencies=MEMORY_FILTER)
     async def count(
         self, conn: Conn, memory_service: Memories, memory_filter: NamedDependency[MemoryFilter]
     ) -> dict[str, Any]:
@@ -187,25 +170,21 @@ class MemoryController(Controller):
         rows, total = await memory_service.search(conn, f, data.query, data.limit)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": data.query}
 
-    @get("/memories/search")
+    # MemoClaw's MCP server searches here, with the list's filters (pinned, metadata, after...)
+    # and its sort/order.
+    @get("/memories/search", dependencies=MEMORY_FILTER)
     async def search_legacy(
         self,
-        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        q: Annotated[str, QueryParameter(min_length=1, max_length=1000)],
-        limit: Limit100 = 10,
-        namespace: FromQuery[str | None] = None,
-        memory_type: FromQuery[MemoryType | None] = None,
-        tags: FromQuery[list[str] | None] = None,
-        session_id: FromQuery[str | None] = None,
-        agent_id: FromQuery[str | None] = None,
+        memory_filter: NamedDependency[MemoryFilter],
+        q: Annotated[str, QueryParameter(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)],
+        limit: PageLimit = 10,
+        sort: FromQuery[ListSort | None] = None,  # best match first unless asked
+        order: FromQuery[SortOrder] = "desc",
     ) -> dict[str, Any]:
-        f = list_filter(
-            request.user, namespace=namespace, session_id=session_id, agent_id=agent_id,
-            memory_type=memory_type, tags=tags,
-        )  # fmt: skip
-        rows, total = await memory_service.search(conn, f, q, limit)
+        by = ListOrder(sort, order == "desc") if sort else None
+        rows, total = await memory_service.search(conn, memory_filter, q, limit, by)
         return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": q}
 
     @get("/memories/{memory_id:str}")
@@ -315,7 +294,7 @@ class MemoryController(Controller):
     ) -> dict[str, Any]:
         raw = await memory_service.stats(conn, request.user)
         totals = raw["totals"]
-        return {
+        answer = {
             "total_memories": totals["total_memories"],
             "pinned_count": totals["pinned_count"],
             "never_accessed": totals["never_accessed"],
@@ -330,3 +309,6 @@ class MemoryController(Controller):
                 {"namespace": r["namespace"], "count": r["count"]} for r in raw["by_namespace"]
             ],
         }
+        # no memories, no oldest/newest: left out rather than null (the MCP server types them
+        # strings; the SDK defaults them to None)
+        return {k: v for k, v in answer.items() if v is not None}

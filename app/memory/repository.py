@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -63,6 +63,21 @@ class MemoryFilter:
     pinned: bool | None = None
     immutable: bool | None = None
     include_deleted: bool = False
+    metadata: dict[str, Any] | None = None  # JSON containment: metadata holds all of it
+
+
+# The orders a list can be read in (MemoClaw's MCP server's `sort` values); ties by id.
+ListSort = Literal["created_at", "updated_at", "importance"]
+LIST_SORTS: tuple[str, ...] = get_args(ListSort)
+
+
+@dataclass(frozen=True)
+class ListOrder:
+    sort: str = "created_at"  # one of LIST_SORTS
+    descending: bool = True
+
+
+NEWEST_FIRST = ListOrder()
 
 
 @dataclass
@@ -142,6 +157,8 @@ def _filtered(f: MemoryFilter) -> _Sql:
         sql.where(f"m.memory_type = ANY({sql.param(f.memory_types)}::text[])")
     if f.tags:
         sql.where(f"(m.metadata -> 'tags') ?| {sql.param(f.tags)}::text[]")
+    if f.metadata:
+        sql.where(f"m.metadata @> {sql.param(f.metadata)}::jsonb")
     if f.after is not None:
         sql.where(f"m.created_at >= {sql.param(f.after)}")
     if f.before is not None:
@@ -402,14 +419,14 @@ async def get_many(
 
 
 async def list_page(
-    conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
+    conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int, order: ListOrder
 ) -> tuple[list[asyncpg.Record], int]:
     sql = _filtered(f)
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
     rows = await conn.fetch(
         f"""SELECT {COLUMNS} FROM memories m WHERE {where}
-            ORDER BY m.created_at DESC, m.id DESC
+            ORDER BY {_order_by(order)}
             LIMIT {sql.param(limit)} OFFSET {sql.param(offset)}""",
         *sql.params,
     )
@@ -424,23 +441,35 @@ async def count(conn: asyncpg.Connection, f: MemoryFilter) -> int:
 
 
 async def keyword_search(
-    conn: asyncpg.Connection, f: MemoryFilter, query: str, limit: int
+    conn: asyncpg.Connection,
+    f: MemoryFilter,
+    query: str,
+    limit: int,
+    order: ListOrder | None = None,
 ) -> tuple[list[asyncpg.Record], int]:
-    """Full-text match (web-search syntax), or a literal substring for identifiers and codes."""
+    """Full-text match (web-search syntax), or a literal substring for identifiers and codes;
+    best match first, or in `order` when one is asked for."""
     sql = _filtered(f)
     q = sql.param(query)
     pattern = sql.param("%" + _escape_like(query) + "%")
     sql.where(f"(m.tsv @@ websearch_to_tsquery('english', {q}) OR m.content ILIKE {pattern})")
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
+    ranked = f"ts_rank_cd(m.tsv, websearch_to_tsquery('english', {q}), 32) DESC, m.created_at DESC"
     rows = await conn.fetch(
         f"""SELECT {COLUMNS} FROM memories m WHERE {where}
-            ORDER BY ts_rank_cd(m.tsv, websearch_to_tsquery('english', {q}), 32) DESC,
-                     m.created_at DESC
+            ORDER BY {_order_by(order) if order else ranked}
             LIMIT {sql.param(limit)}""",
         *sql.params,
     )
     return rows, int(total)
+
+
+def _order_by(order: ListOrder) -> str:
+    if order.sort not in LIST_SORTS:
+        raise ValueError(f"not a list order: {order.sort}")
+    direction = "DESC" if order.descending else "ASC"
+    return f"m.{order.sort} {direction}, m.id {direction}"
 
 
 def _escape_like(text: str) -> str:
@@ -640,16 +669,18 @@ async def neighbours(
 
 
 async def embeddings_of_wallet(
-    conn: asyncpg.Connection, wallet: str, namespace: str | None
+    conn: asyncpg.Connection, wallet: str, namespace: str | None, agent_id: str | None = None
 ) -> list[asyncpg.Record]:
-    """Every live memory of a wallet (or one namespace) with its embedding, for consolidation."""
+    """Every live memory of a wallet (or one namespace, or one agent's) with its embedding,
+    for consolidation."""
     rows: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT m.id, m.namespace, m.content, m.embedding, m.importance, m.pinned, m.immutable,
                    m.metadata, m.access_count, m.created_at, m.memory_type
             FROM memories m
-            WHERE m.user_id = $1 AND ($2::text IS NULL OR m.namespace = $2) AND {LIVE}
+            WHERE m.user_id = $1 AND ($2::text IS NULL OR m.namespace = $2)
+              AND ($3::text IS NULL OR m.agent_id = $3) AND {LIVE}
             ORDER BY m.namespace, m.created_at""",
-        wallet, namespace,
+        wallet, namespace, agent_id,
     )  # fmt: skip
     return rows
 

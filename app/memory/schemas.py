@@ -7,7 +7,8 @@ Limits come from memoclaw-api.md ("Memory object", "Other limits").
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -25,6 +26,10 @@ MAX_NAME_CHARS = 255
 MAX_BATCH = 100
 MAX_RECALL_QUERY_CHARS = 32_768
 MAX_SEARCH_QUERY_CHARS = 1000
+# The largest page a read answers. MemoClaw's CLI pages with 1,000 (export, tags, snapshots,
+# purge, namespaces, and list/recall/search/core over-fetching up to 1,000 under --since) and its
+# MCP server allows limits up to 1,000 (memoclaw-api.md, "What MemoClaw's own clients send").
+MAX_PAGE = 1000
 DEFAULT_NAMESPACE = "default"
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_MEMORY_TYPE = "general"
@@ -39,8 +44,10 @@ Tags = Annotated[list[Tag], Meta(max_length=MAX_TAGS)]
 Metadata = dict[str, Any]
 
 
-class StrictStruct(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """Unknown fields are refused with a 422 naming them, rather than silently dropped."""
+class StrictStruct(Struct, omit_defaults=True):
+    """A request body: strict about the fields it knows (types, limits; a 422 otherwise) and
+    deaf to the ones it does not. MemoClaw's API ignores unknown fields and its own clients rely
+    on that (the CLI and MCP server send extra ones), so refusing them would break them."""
 
 
 class StoreIn(StrictStruct):
@@ -95,6 +102,8 @@ class RecallFilters(StrictStruct):
     after: str | None = None
     before: str | None = None
     memory_type: MemoryType | list[MemoryType] | None = None
+    pinned: bool | None = None
+    metadata: Metadata | None = None  # JSON containment: memories whose metadata holds all of it
     # event time (occurred_at): memories whose event happened in [occurred_after, occurred_before)
     occurred_after: str | None = None
     occurred_before: str | None = None
@@ -102,7 +111,7 @@ class RecallFilters(StrictStruct):
 
 class RecallIn(StrictStruct):
     query: Annotated[str, Meta(min_length=1, max_length=MAX_RECALL_QUERY_CHARS)]
-    limit: Annotated[int, Meta(ge=1, le=100)] = 5
+    limit: Annotated[int, Meta(ge=1, le=MAX_PAGE)] = 5
     min_similarity: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
     namespace: Name | None = None
     session_id: OptionalName | None = None
@@ -114,6 +123,9 @@ class RecallIn(StrictStruct):
     memory_type: MemoryType | list[MemoryType] | None = None
     after: str | None = None
     before: str | None = None
+    # MemoClaw's CLI names them since/until (ISO 8601, or relative: 1d, 2w; see parse_moment)
+    since: str | None = None
+    until: str | None = None
 
 
 class FeedbackIn(StrictStruct):
@@ -122,7 +134,7 @@ class FeedbackIn(StrictStruct):
 
 class SearchIn(StrictStruct):
     query: Annotated[str, Meta(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
-    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    limit: Annotated[int, Meta(ge=1, le=MAX_PAGE)] = 10
     namespace: Name | None = None
     memory_type: MemoryType | None = None
     tags: Tags | str | None = None
@@ -207,6 +219,48 @@ def parse_time(value: str | None, field: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+# A relative time as MemoClaw's CLI writes it (src/dates.ts): an amount and a unit, meaning that
+# long ago. `m` is minutes and `mo` months of 30 days, as there.
+RELATIVE_TIME = re.compile(r"^(\d{1,6})(mo|m|h|d|w|y)$", re.IGNORECASE)
+RELATIVE_UNITS = {
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+    "mo": timedelta(days=30),
+    "y": timedelta(days=365),
+}
+
+
+def parse_moment(value: str | None, field: str, now: datetime) -> datetime | None:
+    """A filter bound: an ISO 8601 time, or a relative one (`1d`, `2w`: that long before now)."""
+    if value is None:
+        return None
+    relative = RELATIVE_TIME.match(value.strip())
+    if not relative:
+        return parse_time(value, field)
+    try:
+        return now - int(relative[1]) * RELATIVE_UNITS[relative[2].lower()]
+    except OverflowError as exc:  # before year 1
+        raise InvalidInput(f"{field} reaches back too far", {"field": field}) from exc
+
+
+def parse_metadata_filter(value: Any, field: str) -> Metadata | None:
+    """A metadata filter (JSON containment): an object within the metadata limits, or None."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # a query parameter: the object as JSON text
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise InvalidInput(f"{field} must be a JSON object", {"field": field}) from exc
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{field} must be a JSON object", {"field": field})
+    reject_nul(value, f"$.{field}")
+    check_metadata(value, field)
+    return value
+
+
 def parse_future_time(value: str | None, field: str, now: datetime) -> datetime | None:
     parsed = parse_time(value, field)
     if parsed is not None and parsed <= now:
@@ -237,27 +291,67 @@ def event_time_to_wire(row: Any) -> dict[str, Any]:
     return {"occurred_at": iso(row["occurred_at"]), "mentioned_at": iso(row["mentioned_at"])}
 
 
+# Memory fields that may have no value. A memory omits them then instead of sending `null`:
+# MemoClaw's MCP server declares them strings in its tools' output schemas, so a strict MCP
+# client rejects a null, while the SDK's models default each of them to None
+# (memoclaw-api.md, "What MemoClaw's own clients send").
+OPTIONAL_MEMORY_FIELDS = ("session_id", "agent_id", "expires_at", "deleted_at")
+
+
+def without_empty(memory: dict[str, Any]) -> dict[str, Any]:
+    """`memory` without the optional fields that hold no value."""
+    return {k: v for k, v in memory.items() if v is not None or k not in OPTIONAL_MEMORY_FIELDS}
+
+
 def memory_to_wire(row: Any) -> dict[str, Any]:
-    """A stored memory as MemoClaw's SDK parses it: no null metadata/pinned/accessed_at."""
-    return {
+    """A stored memory as MemoClaw's clients parse it: never a null (the SDK breaks on null
+    metadata/pinned/accessed_at; optional fields without a value are left out)."""
+    return without_empty(
+        {
+            "id": str(row["id"]),
+            "user_id": row["user_id"],
+            "namespace": row["namespace"],
+            "content": row["content"],
+            "embedding_model": row["embedding_model"],
+            "metadata": row["metadata"] or {},
+            "importance": float(row["importance"]),
+            "memory_type": row["memory_type"],
+            "session_id": row["session_id"],
+            "agent_id": row["agent_id"],
+            "created_at": iso(row["created_at"]),
+            "updated_at": iso(row["updated_at"]),
+            "accessed_at": iso(row["accessed_at"]),
+            "access_count": int(row["access_count"]),
+            "deleted_at": iso(row["deleted_at"]),
+            "expires_at": iso(row["expires_at"]),
+            "pinned": bool(row["pinned"]),
+            "immutable": bool(row["immutable"]),
+            "tags": list((row["metadata"] or {}).get("tags") or []),
+            **event_time_to_wire(row),
+        }
+    )
+
+
+def recalled_to_wire(item: Any) -> dict[str, Any]:
+    """A recall result (memory/service.py `Recalled`): the memory and its signals."""
+    row = item.row
+    return without_empty({
         "id": str(row["id"]),
-        "user_id": row["user_id"],
-        "namespace": row["namespace"],
         "content": row["content"],
-        "embedding_model": row["embedding_model"],
+        "similarity": round(item.signals.vector, 6),
+        "score": round(item.signals.score, 6),
         "metadata": row["metadata"] or {},
+        "tags": list((row["metadata"] or {}).get("tags") or []),
         "importance": float(row["importance"]),
+        "namespace": row["namespace"],
         "memory_type": row["memory_type"],
         "session_id": row["session_id"],
         "agent_id": row["agent_id"],
         "created_at": iso(row["created_at"]),
         "updated_at": iso(row["updated_at"]),
-        "accessed_at": iso(row["accessed_at"]),
-        "access_count": int(row["access_count"]),
-        "deleted_at": iso(row["deleted_at"]),
-        "expires_at": iso(row["expires_at"]),
+        "access_count": int(row["access_count"]) + item.accesses_counted,
         "pinned": bool(row["pinned"]),
         "immutable": bool(row["immutable"]),
-        "tags": list((row["metadata"] or {}).get("tags") or []),
         **event_time_to_wire(row),
-    }
+        "_signals": item.signals.to_wire(),
+    })  # fmt: skip

@@ -33,6 +33,8 @@ from app.memory.schemas import (
     check_metadata,
     check_tags,
     parse_future_time,
+    parse_metadata_filter,
+    parse_moment,
     parse_time,
     reject_nul,
     split_tags,
@@ -242,12 +244,21 @@ class MemoryService:
         items: list[StoreIn],
         near_dedup: bool = True,
         history_action: history.Action = "create",
+        exact_dedup: bool = True,
     ) -> tuple[list[StoreOutcome], int]:
-        """`history_action` is what new memories are recorded as ("import" for the import API)."""
+        """`history_action` is what new memories are recorded as ("import" for the import API);
+        without `exact_dedup` (and `near_dedup`) every item becomes a new memory."""
         now = now_utc()
         prepared = [prepare_store(item, now, f"memories[{i}].") for i, item in enumerate(items)]
         embedded = await self.embedder.embed([p.content for p in prepared])
-        outcomes = await self._write(conn, wallet, prepared, embedded.vectors, near_dedup)
+        if exact_dedup:
+            outcomes = await self._write(conn, wallet, prepared, embedded.vectors, near_dedup)
+        else:
+            new = [
+                self.new_memory(wallet, p, v)
+                for p, v in zip(prepared, embedded.vectors, strict=True)
+            ]
+            outcomes = [StoreOutcome(r, False) for r in await repo.insert_many(conn, new)]
         # one statement for the whole batch's history
         await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
         return outcomes, embedded.tokens
@@ -363,20 +374,30 @@ class MemoryService:
         return (counted[0], True) if counted else (row, False)
 
     async def list_page(
-        self, conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
+        self,
+        conn: asyncpg.Connection,
+        f: MemoryFilter,
+        limit: int,
+        offset: int,
+        order: repo.ListOrder = repo.NEWEST_FIRST,
     ) -> tuple[list[asyncpg.Record], int]:
-        return await repo.list_page(conn, f, limit, offset)
+        return await repo.list_page(conn, f, limit, offset, order)
 
     async def count(self, conn: asyncpg.Connection, f: MemoryFilter) -> int:
         return await repo.count(conn, f)
 
     async def search(
-        self, conn: asyncpg.Connection, f: MemoryFilter, query: str, limit: int
+        self,
+        conn: asyncpg.Connection,
+        f: MemoryFilter,
+        query: str,
+        limit: int,
+        order: repo.ListOrder | None = None,
     ) -> tuple[list[asyncpg.Record], int]:
         reject_nul(query, "$.query")
         if not query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
-        return await repo.keyword_search(conn, f, query, limit)
+        return await repo.keyword_search(conn, f, query, limit, order)
 
     async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
         return await repo.namespaces(conn, wallet)
@@ -641,6 +662,9 @@ def _as_list(value: str | Sequence[str] | None) -> list[str] | None:
 
 def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
     filters = req.filters
+    now = now_utc()
+    after = (filters.after if filters else None) or req.after or req.since
+    before = (filters.before if filters else None) or req.before or req.until
     return MemoryFilter(
         wallet=wallet,
         namespace=req.namespace,
@@ -648,8 +672,10 @@ def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
         agent_id=req.agent_id,
         memory_types=_as_list((filters.memory_type if filters else None) or req.memory_type),
         tags=split_tags((filters.tags if filters else None) or req.tags),
-        after=parse_time((filters.after if filters else None) or req.after, "filters.after"),
-        before=parse_time((filters.before if filters else None) or req.before, "filters.before"),
+        after=parse_moment(after, "filters.after", now),
+        before=parse_moment(before, "filters.before", now),
+        pinned=filters.pinned if filters else None,
+        metadata=parse_metadata_filter(filters.metadata if filters else None, "filters.metadata"),
         occurred_after=parse_time(filters.occurred_after if filters else None,
                                   "filters.occurred_after"),
         occurred_before=parse_time(filters.occurred_before if filters else None,
@@ -670,10 +696,13 @@ def list_filter(
     pinned: bool | None = None,
     immutable: bool | None = None,
     include_deleted: bool = False,
+    metadata: str | dict[str, Any] | None = None,
 ) -> MemoryFilter:
-    """The filter of list, count, search and export from their query strings (validated)."""
+    """The filter of list, count, search and export from their query strings (validated).
+    `after`/`before` may be relative (`7d`); `metadata` is a JSON object, or its text."""
     # PostgreSQL text cannot hold NUL: a 422 here, not a database error
     reject_nul([namespace, session_id, agent_id, memory_type, *(tags or [])], "$.query")
+    now = now_utc()
     return MemoryFilter(
         wallet=wallet,
         namespace=namespace,
@@ -681,9 +710,10 @@ def list_filter(
         agent_id=agent_id,
         memory_types=[memory_type] if memory_type else None,
         tags=split_tags(",".join(tags)) if tags else None,
-        after=parse_time(after, "after"),
-        before=parse_time(before, "before"),
+        after=parse_moment(after, "after", now),
+        before=parse_moment(before, "before", now),
         pinned=pinned,
         immutable=immutable,
         include_deleted=include_deleted,
+        metadata=parse_metadata_filter(metadata, "metadata"),
     )

@@ -1,7 +1,8 @@
 """An offline local EVM chain for x402 payment tests and `engram serve --dev-chain`.
 
-`DevChain` runs anvil (from the npm package `@foundry-rs/anvil`, installed into the project's
-`node_modules/` by `npm install`; nothing is downloaded at run time from anywhere else) and can
+`DevChain` runs anvil (from the npm package `@foundry-rs/anvil`, installed by `npm install` into
+the checkout's `node_modules/`, or for an installed Engram into a per-user directory holding the
+manifest shipped in the package; nothing is downloaded from anywhere else) and can
 place a USDC-like EIP-3009 token (`contracts/usdc_eip3009.vy`, compiled offline with the `vyper`
 package) at the REAL Base USDC address, so that stock x402 defaults (asset address and EIP-712
 domain name/version per network) apply unchanged.
@@ -32,17 +33,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+import platformdirs
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_typing import ChecksumAddress, HexStr
 from web3 import Web3
 from web3.types import RPCEndpoint, TxParams
 
+from app.shipped import from_checkout, shipped
+
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TOKEN_SOURCE = Path(__file__).with_name("contracts") / "usdc_eip3009.vy"
 ANVIL_NPM_PACKAGE = "@foundry-rs/anvil"
+NPM_MANIFEST = ("package.json", "package-lock.json")
 DEFAULT_CHAIN_ID = 8453
 HOST = "127.0.0.1"
 
@@ -100,7 +104,27 @@ def _find_anvil(root: Path) -> Path | None:
     return None
 
 
-def anvil_binary(project_root: Path = PROJECT_ROOT) -> Path:
+def devtools_root() -> Path:
+    """Where the npm manifest (package.json, package-lock.json) is and anvil gets installed.
+
+    A checkout's own root; for an installed Engram (a wheel), `devtools/` in the per-user data
+    directory (ENGRAM_DATA_DIR's parent rule, as for the embedded PostgreSQL) with the manifest
+    copied from the package: npm never writes into site-packages.
+    """
+    if from_checkout():
+        return shipped("package.json").parent
+    override = os.environ.get("ENGRAM_DATA_DIR")
+    parent = Path(override).expanduser() if override else platformdirs.user_data_path("engram")
+    root = parent / "devtools"
+    root.mkdir(parents=True, exist_ok=True)
+    for name in NPM_MANIFEST:
+        source, copy = shipped(name), root / name
+        if not copy.is_file() or copy.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, copy)
+    return root
+
+
+def anvil_binary(project_root: Path | None = None) -> Path:
     """Path of the anvil binary from the project's `node_modules/`.
 
     If it is missing, runs the project's own install step (`npm install --no-audit --no-fund` in
@@ -108,6 +132,7 @@ def anvil_binary(project_root: Path = PROJECT_ROOT) -> Path:
     Raises DevChainError with a clear message when npm is missing or the install fails
     (typically: offline).
     """
+    project_root = project_root or devtools_root()
     with _install_lock:
         found = _find_anvil(project_root)
         if found is not None:
@@ -229,7 +254,7 @@ class DevChain:
         *,
         relayer_key: str | None = None,
         log_file: Path | None = None,
-        project_root: Path = PROJECT_ROOT,
+        project_root: Path | None = None,  # default: devtools_root()
         startup_timeout: float = STARTUP_TIMEOUT_S,
     ) -> None:
         self.chain_id = chain_id

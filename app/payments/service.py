@@ -80,6 +80,15 @@ class X402Charge:
     fingerprint: bytes
 
 
+def receipt_header(charge: X402Charge, receipt: SettleResponse) -> dict[str, str]:
+    """The settlement receipt in the payer's own x402 version: `PAYMENT-RESPONSE` naming the
+    network as v2 does (`eip155:8453`), `X-PAYMENT-RESPONSE` as v1 does (`base`)."""
+    version = charge.proof.version
+    if version == 1:
+        receipt = receipt.model_copy(update={"network": charge.offer.network.name})
+    return {PAYMENT_RESPONSE_HEADER[version]: encode_payment_response_header(receipt)}
+
+
 def request_fingerprint(method: str, path: str, query: str, body: bytes) -> bytes:
     """What makes two requests "the same request" for an idempotent replay."""
     return hashlib.sha256(
@@ -182,13 +191,12 @@ class X402Service:
         if settled is None:
             return
         if settled["request_fingerprint"] == charge.fingerprint and settled["response_body"]:
-            header = PAYMENT_RESPONSE_HEADER[charge.proof.version]
             receipt = SettleResponse.model_validate(settled["settle_response"])
             raise ReplayedResponse(
                 settled["response_status"],
                 bytes(settled["response_body"]),
                 {
-                    header: encode_payment_response_header(receipt),
+                    **receipt_header(charge, receipt),
                     "Cache-Control": "private, no-store",
                     "X-Idempotent-Replay": "true",
                 },
@@ -230,7 +238,6 @@ class X402Service:
     ) -> None:
         """Settle on chain and write the ledger row, both before the request commits."""
         assert self.facilitator is not None
-        header = PAYMENT_RESPONSE_HEADER[charge.proof.version]
         try:
             receipt = await self.facilitator.settle(
                 charge.proof.payload, charge.offer.requirements()
@@ -247,7 +254,7 @@ class X402Service:
                 charge.offer.price_usd,
                 f"Payment could not be settled: {receipt.error_message or receipt.error_reason}",
                 receipt.error_reason or "unexpected_settle_error",
-                {header: encode_payment_response_header(receipt)},
+                receipt_header(charge, receipt),
             )
         status, body = request.state.get(CAPTURED_RESPONSE_STATE) or (None, None)
         auth = charge.proof.authorization
@@ -270,9 +277,7 @@ class X402Service:
                 response_body=body,
             ),
         )
-        request.state[PAID_RESPONSE_HEADERS_STATE] = {
-            header: encode_payment_response_header(receipt)
-        }
+        request.state[PAID_RESPONSE_HEADERS_STATE] = receipt_header(charge, receipt)
 
     async def release(self, charge: X402Charge) -> None:
         await self.guard.release(charge.guard_key)

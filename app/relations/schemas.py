@@ -43,9 +43,14 @@ def relation_to_wire(row: Any) -> dict[str, Any]:
 
 def linked_to_wire(row: Any) -> dict[str, Any]:
     """One relation as seen from one of its memories: the SDK's `RelationWithMemory`, with the
-    memory at the other end."""
+    memory at the other end, and the relation's own ends beside it (MemoClaw's CLI reads
+    `target_id`; its MCP server's output schema requires `source_id` and `target_id`)."""
+    anchor, other = str(row["anchor_id"]), str(row["other_id"])
+    outgoing = row["direction"] == "outgoing"
     return {
         "id": str(row["id"]),
+        "source_id": anchor if outgoing else other,
+        "target_id": other if outgoing else anchor,
         "relation_type": row["relation_type"],
         "direction": row["direction"],
         "memory": {

@@ -41,8 +41,7 @@ class SuggestedController(Controller):
             agent_id=agent_id, category=category,
         )  # fmt: skip
         rows, counts, total = await suggestions.suggested(conn, f, limit)
-        return {
-            "suggested": [{**memory_to_wire(r), **suggestion_to_wire(r)} for r in rows],
-            "categories": counts,
-            "total": total,
-        }
+        suggested = [{**memory_to_wire(r), **suggestion_to_wire(r)} for r in rows]
+        # `suggestions`: the same list under the name MemoClaw's CLI and MCP server read
+        return {"suggested": suggested, "suggestions": suggested, "categories": counts,
+                "total": total}  # fmt: skip

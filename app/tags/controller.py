@@ -28,7 +28,7 @@ class TagController(Controller):
     ) -> dict[str, Any]:
         counted = await tag_index.tag_counts(conn, request.user, namespace, session_id, agent_id)
         return {
-            "tags": [tag for tag, _ in counted],
+            "tags": [{"tag": tag, "count": count} for tag, count in counted],
             "counts": dict(counted),
             "total": len(counted),
         }

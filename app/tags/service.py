@@ -1,6 +1,6 @@
 """Tags of a wallet's live memories (metadata.tags), optionally within a namespace, session or
-agent. The answer keeps `tags` a list of names, as MemoClaw's CLI prints it, most used first
-(ties by name), with `counts` beside it."""
+agent, most used first (ties by name). The answer lists them as `{tag, count}`, the shape
+MemoClaw's MCP server shows (it counts a bare name as 0), with `counts` by name beside it."""
 
 from __future__ import annotations
 

@@ -13,7 +13,14 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.params import Conn, WalletRequest
 from app.memory.schemas import MemoryType
 from app.memory.service import list_filter
-from app.transfer.schemas import IMPORT_MAX_BODY_BYTES, ExportFormat, ImportIn, ImportItems
+from app.transfer.schemas import (
+    IMPORT_MAX_BODY_BYTES,
+    NDJSON_MEDIA_TYPES,
+    ExportFormat,
+    ImportIn,
+    ImportItems,
+    JsonLines,
+)
 from app.transfer.service import TransferService
 
 Transfers = NamedDependency[TransferService]
@@ -49,9 +56,15 @@ class TransferController(Controller):
             memory_type=memory_type, tags=tags, after=after or since, before=before or until,
             include_deleted=include_deleted,
         )  # fmt: skip
+        document: str = export_format
+        media_type: str = MediaType.JSON.value
+        # named outright: a client that accepts anything (*/*) parses the envelope as JSON
+        accept = request.headers.get("accept", "").lower()
+        if export_format == "jsonl" and any(t in accept for t in NDJSON_MEDIA_TYPES):
+            document, media_type = JsonLines.format, NDJSON_MEDIA_TYPES[0]
         return Stream(
-            transfers.export(request.app.state.pool, memory_filter, export_format),
-            media_type=MediaType.JSON,
+            transfers.export(request.app.state.pool, memory_filter, document),
+            media_type=media_type,
         )
 
     @post("/import", status_code=HTTP_200_OK, request_max_body_size=IMPORT_MAX_BODY_BYTES)

@@ -2,7 +2,10 @@
 piece into the JSON envelope `{format, memories, count}` that MemoClaw's clients parse for every
 format (memoclaw-api.md, "What the official clients actually send").
 
-For `json`, `memories` is the list of memory objects (GET /v1/memories items). For `csv` and
+For `json` and `jsonl`, `memories` is the list of memory objects (GET /v1/memories items):
+MemoClaw's MCP server parses the answer as JSON for every format and writes the JSON lines
+itself from those objects. A caller that sends `Accept: application/x-ndjson` with
+`format=jsonl` gets the bare lines instead, one memory object per line. For `csv` and
 `markdown` it is a list holding one string, the rendered document: MemoClaw's Python SDK types
 `memories` as a list for every format (memoclaw 1.0.0 `ExportResponse`), so a bare string would
 fail its parsing. Either way the envelope is written as rows arrive, and `count` comes last
@@ -21,7 +24,9 @@ from msgspec import Meta
 
 from app.memory.schemas import StoreIn, StrictStruct, memory_to_wire
 
-ExportFormat = Literal["json", "csv", "markdown"]
+ExportFormat = Literal["json", "jsonl", "csv", "markdown"]
+# What an Accept header names to get format=jsonl as bare lines rather than the JSON envelope.
+NDJSON_MEDIA_TYPES = ("application/x-ndjson", "application/jsonl")
 # An import holds its rows in one transaction and embeds every new memory: a cap keeps one
 # request bounded (an export of a 100k-memory wallet still imports in one go).
 MAX_IMPORT_ITEMS = 100_000
@@ -89,7 +94,7 @@ class JsonDocument(ExportDocument):
         self._first = True
 
     def start(self) -> bytes:
-        return b'{"format":"json","memories":['
+        return b'{"format":"' + self.format.encode() + b'","memories":['
 
     def rows(self, rows: Sequence[Any]) -> bytes:
         if not rows:
@@ -102,6 +107,27 @@ class JsonDocument(ExportDocument):
 
     def end(self, count: int) -> bytes:
         return b'],"count":' + str(count).encode() + b"}"
+
+
+class JsonlDocument(JsonDocument):
+    """The envelope of `json`, named `jsonl`: its client writes the lines from the objects."""
+
+    format = "jsonl"
+
+
+class JsonLines(ExportDocument):
+    """Bare JSON lines, one memory object each, no envelope (asked for by Accept)."""
+
+    format = "ndjson"
+
+    def start(self) -> bytes:
+        return b""
+
+    def rows(self, rows: Sequence[Any]) -> bytes:
+        return b"".join(msgspec.json.encode(memory_to_wire(r)) + b"\n" for r in rows)
+
+    def end(self, count: int) -> bytes:
+        return b""
 
 
 class TextDocument(ExportDocument):
@@ -152,7 +178,7 @@ class CsvDocument(TextDocument):
         return self._lines([CSV_COLUMNS])
 
     def render(self, memories: list[dict[str, Any]]) -> str:
-        return self._lines([[_csv_cell(m[c]) for c in CSV_COLUMNS] for m in memories])
+        return self._lines([[_csv_cell(m.get(c)) for c in CSV_COLUMNS] for m in memories])
 
     @staticmethod
     def _lines(rows: Sequence[Sequence[str]]) -> str:
@@ -204,7 +230,7 @@ class MarkdownDocument(TextDocument):
             fields = "".join(
                 f"- **{name}**: {_csv_cell(m[name])}\n"
                 for name in MARKDOWN_FIELDS
-                if m[name] not in (None, [], {})
+                if m.get(name) not in (None, [], {})
             )
             parts.append(
                 f"### {_markdown_title(m['content'])}\n\n{_quoted(m['content'])}\n\n{fields}\n"
@@ -214,6 +240,8 @@ class MarkdownDocument(TextDocument):
 
 DOCUMENTS: dict[str, type[ExportDocument]] = {
     "json": JsonDocument,
+    "jsonl": JsonlDocument,
+    "ndjson": JsonLines,
     "csv": CsvDocument,
     "markdown": MarkdownDocument,
 }

@@ -118,7 +118,7 @@ class TransferService:
     # ---- import ----------------------------------------------------------------------------
 
     def check_envelope(self, envelope: ImportIn) -> list[ImportItem]:
-        if envelope.format not in (None, "json"):
+        if envelope.format not in (None, "json", "jsonl"):
             raise InvalidInput(
                 f"Only json exports can be imported (this one is {envelope.format!r}); export"
                 " with format=json",

@@ -30,11 +30,13 @@ def engram_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return {**env, "ENGRAM_DATA_DIR": str(data_dir), **extra}
 
 
-def run_engram(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def run_engram(
+    args: list[str], env: dict[str, str], log: Path, engram: Path = ENGRAM
+) -> subprocess.Popen[bytes]:
     # Output goes to a file: the postmaster inherits it and a pipe would never reach EOF.
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [str(ENGRAM), *args],
+            [str(engram), *args],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -62,10 +64,13 @@ def postmasters(pgdata: Path) -> list[int]:
 
 
 def start_serve(
-    data_dir: Path, log: Path, *extra: str, **env: str
+    data_dir: Path, log: Path, *extra: str, engram: Path = ENGRAM, **env: str
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """`engram serve` (the test venv's console script, or `engram`) up and answering /health."""
     port = free_port()
-    proc = run_engram(["serve", "--port", str(port), *extra], engram_env(data_dir, **env), log)
+    proc = run_engram(
+        ["serve", "--port", str(port), *extra], engram_env(data_dir, **env), log, engram
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
