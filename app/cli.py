@@ -1,4 +1,4 @@
-"""The `engram` command: serve, migrate, and sign a wallet header for curl."""
+"""The `engram` command: serve, migrate, MCP on stdio, and sign a wallet header for curl."""
 
 from __future__ import annotations
 
@@ -183,6 +183,12 @@ def cmd_wallet_new(_: argparse.Namespace) -> None:
     print(f"private key: {key if key.startswith('0x') else '0x' + key}")
 
 
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from app.mcp.stdio import serve_stdio
+
+    asyncio.run(serve_stdio(os.environ, args.url))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -204,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
         func=cmd_migrate
     )
+    mcp = sub.add_parser(
+        "mcp",
+        help="MCP server on stdio for desktop agents, against a running Engram"
+        " (identity from ENGRAM_PRIVATE_KEY or ENGRAM_SESSION_TOKEN in the environment)",
+    )
+    mcp.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
+    mcp.set_defaults(func=cmd_mcp)
     wallet = sub.add_parser("wallet", help="wallet helpers for curl users")
     wallet_sub = wallet.add_subparsers(dest="wallet_command", required=True)
     sign = wallet_sub.add_parser("sign", help="print an x-wallet-auth header (valid 300 s)")
