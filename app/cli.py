@@ -174,6 +174,29 @@ def cmd_wallet_sign(args: argparse.Namespace) -> None:
     print(sign_header(key))
 
 
+def cmd_wallet_session(args: argparse.Namespace) -> None:
+    """Trade the wallet's signature for a session token (POST /auth/session) and print it."""
+    import httpx
+    from eth_account import Account
+    from eth_account.messages import encode_defunct
+
+    from app.auth.signature import auth_message
+
+    key = os.environ.get("ENGRAM_PRIVATE_KEY") or os.environ.get("MEMOCLAW_PRIVATE_KEY")
+    if not key:
+        raise SystemExit("engram wallet session: set ENGRAM_PRIVATE_KEY in the environment")
+    url = (args.url or os.environ.get("ENGRAM_URL") or "http://127.0.0.1:8000").rstrip("/")
+    account = Account.from_key(key)
+    ts = int(time.time())
+    signature = account.sign_message(encode_defunct(text=auth_message(ts))).signature.hex()
+    r = httpx.post(f"{url}/auth/session", timeout=30, json={
+        "address": account.address, "timestamp": ts, "signature": signature,
+    })  # fmt: skip
+    if r.status_code != 200:
+        raise SystemExit(f"engram wallet session: {r.status_code} {r.text}")
+    print(r.json()["token"])
+
+
 def cmd_wallet_new(_: argparse.Namespace) -> None:
     from eth_account import Account
 
@@ -223,6 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
     sign.add_argument("--key", help="private key (hex); default $ENGRAM_PRIVATE_KEY")
     sign.set_defaults(func=cmd_wallet_sign)
     wallet_sub.add_parser("new", help="create a throwaway wallet").set_defaults(func=cmd_wallet_new)
+    session = wallet_sub.add_parser(
+        "session", help="print a session token for Authorization: Bearer (key from the env)"
+    )
+    session.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
+    session.set_defaults(func=cmd_wallet_session)
     return parser
 
 

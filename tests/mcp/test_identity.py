@@ -15,7 +15,7 @@ from eth_account import Account
 from litestar import Litestar
 
 from tests.conftest import auth, count_memories, served
-from tests.support.mcp import BearerAuth, WalletAuth, http_session, session_token
+from tests.support.mcp import BearerAuth, WalletAuth, http_session
 from tests.support.server import ENGRAM, engram_env
 
 INITIALIZE = {
@@ -55,9 +55,20 @@ def test_signed_initialize_is_answered(url: str) -> None:
     assert "memoclaw_recall" in r.json()["result"]["instructions"]
 
 
-async def test_bearer_session_token_identifies_the_wallet(url: str) -> None:
+def cli_session_token(url: str, key: str, data_dir: Path) -> str:
+    done = subprocess.run(
+        [str(ENGRAM), "wallet", "session", "--url", url], capture_output=True, text=True,
+        timeout=60, env=engram_env(data_dir, ENGRAM_PRIVATE_KEY=key),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_bearer_session_token_identifies_the_wallet(url: str, tmp_path: Path) -> None:
+    """The README's recipe: `engram wallet session` (key from the env) gives the bearer token."""
     wallet = Account.create()
-    async with http_session(url, BearerAuth(session_token(url, wallet))) as session:
+    token = cli_session_token(url, wallet.key.hex(), tmp_path)
+    async with http_session(url, BearerAuth(token)) as session:
         status = await session.call_tool("memoclaw_status", {})
         assert status.structuredContent is not None
         assert status.structuredContent["wallet"] == wallet.address.lower()

@@ -10,13 +10,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from eth_account.messages import encode_defunct
-from eth_account.signers.local import LocalAccount
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from app.auth.signature import AUTH_MESSAGE_PREFIX, sign_header
+from app.auth.signature import sign_header
 from tests.support.server import ENGRAM, engram_env
 
 READ_TIMEOUT = timedelta(seconds=120)
@@ -62,14 +60,3 @@ async def stdio_session(url: str, data_dir: Path, **env: str) -> AsyncIterator[C
         async with ClientSession(read, write, read_timeout_seconds=READ_TIMEOUT) as session:
             await session.initialize()
             yield session
-
-
-def session_token(url: str, account: LocalAccount) -> str:
-    """A bearer session token from POST /auth/session (the wallet signs the sign-in message)."""
-    ts = int(time.time())
-    signed = account.sign_message(encode_defunct(text=f"{AUTH_MESSAGE_PREFIX}{ts}"))
-    r = httpx.post(f"{url}/auth/session", json={
-        "address": account.address, "timestamp": ts, "signature": "0x" + signed.signature.hex().removeprefix("0x"),
-    }, timeout=30)  # fmt: skip
-    r.raise_for_status()
-    return str(r.json()["token"])
