@@ -226,10 +226,19 @@ class Tool:
     def input_schema(self) -> JSON:
         return _obj(self.arguments, list(self.required))
 
-    def pick(self, args: Mapping[str, Any], *names: str) -> JSON:
-        """The given arguments among `names` (default: all declared), nulls left out."""
-        wanted = names or tuple(self.arguments)
-        return {k: args[k] for k in wanted if args.get(k) is not None}
+    def pick(self, args: Mapping[str, Any]) -> JSON:
+        """The declared arguments given, with nulls left out unless the schema allows null
+        (update's `expires_at: null` clears the expiry)."""
+        return {
+            k: args[k]
+            for k, schema in self.arguments.items()
+            if k in args and (args[k] is not None or "null" in _types(schema))
+        }
+
+
+def _types(schema: JSON) -> list[str]:
+    kind = schema.get("type")
+    return kind if isinstance(kind, list) else [kind] if kind else []
 
 
 def _path_id(value: Any) -> str:
@@ -237,7 +246,8 @@ def _path_id(value: Any) -> str:
 
 
 def _without(args: JSON, *names: str) -> JSON:
-    return {k: v for k, v in args.items() if k not in names and v is not None}
+    """Picked arguments minus those that go in the path."""
+    return {k: v for k, v in args.items() if k not in names}
 
 
 def _memory_result(body: Any) -> JSON:
@@ -381,6 +391,11 @@ def _tools() -> list[Tool]:
                 "id": MEMORY_ID,
                 "content": {**CONTENT, "description": "New content."},
                 **MEMORY_FIELDS,
+                "expires_at": {
+                    **EXPIRES_AT,
+                    "type": ["string", "null"],
+                    "description": EXPIRES_AT["description"] + " null removes it.",
+                },
             },
             ("id",),
             _obj({"memory": MEMORY, "tokens_used": INTEGER}, ["memory"]),

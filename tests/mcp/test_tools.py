@@ -47,7 +47,7 @@ async def exercise_every_tool(session: ClientSession, wallet: str) -> None:
                        namespace=ns, tags=["coffee"], importance=0.8)  # fmt: skip
     assert first["memory"]["content"] == "The user prefers dark roast coffee"
     assert "session_id" not in first["memory"]  # null in REST, absent here
-    second = await call(session, "memoclaw_store", namespace=ns,
+    second = await call(session, "memoclaw_store", namespace=ns, expires_at="2099-01-01T00:00:00Z",
                         content="The deploy pipeline runs on Fridays at noon")  # fmt: skip
     a, b = first["id"], second["id"]
 
@@ -63,6 +63,9 @@ async def exercise_every_tool(session: ClientSession, wallet: str) -> None:
     updated = await call(session, "memoclaw_update", id=b, importance=0.9,
                          content="The deploy pipeline runs on Thursdays at noon")  # fmt: skip
     assert updated["memory"]["content"].endswith("Thursdays at noon")
+    assert updated["memory"]["expires_at"].startswith("2099-01-01")
+    cleared = await call(session, "memoclaw_update", id=b, expires_at=None)  # null clears it
+    assert "expires_at" not in cleared["memory"]
     assert (await call(session, "memoclaw_pin", id=a)) == {"pinned": True, "id": a}
     core = await call(session, "memoclaw_core_memories", namespace=ns)
     assert core["memories"][0]["id"] == a
@@ -88,7 +91,7 @@ async def exercise_every_tool(session: ClientSession, wallet: str) -> None:
                        relation_type="related_to")  # fmt: skip
     assert {n["id"] for n in graph["nodes"]} == {a, b} and len(graph["edges"]) == 1
     history = await call(session, "memoclaw_history", id=b)
-    assert [h["action"] for h in history["history"]][:2] == ["create", "update"]
+    assert [h["action"] for h in history["history"]][:3] == ["create", "update", "update"]
 
     stats = await call(session, "memoclaw_stats")
     assert stats["total_memories"] >= 4
@@ -105,6 +108,10 @@ async def exercise_every_tool(session: ClientSession, wallet: str) -> None:
     content = read.contents[0]
     assert isinstance(content, TextResourceContents)
     assert ns in {n["name"] for n in json.loads(content.text)["namespaces"]}
+    await call(session, "memoclaw_pin", id=a)
+    core_read = (await session.read_resource("engram://core-memories")).contents[0]  # type: ignore[arg-type]
+    assert isinstance(core_read, TextResourceContents)
+    assert [m["id"] for m in json.loads(core_read.text)["memories"]] == [a]
 
 
 async def test_every_tool_over_streamable_http(url: str) -> None:
