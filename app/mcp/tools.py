@@ -276,6 +276,16 @@ def _graph_request(args: JSON) -> RestCall:
     )
 
 
+def _wallet_read(
+    name: str, title: str, description: str, path: str, output: JSON, required: list[str]
+) -> Tool:
+    """A free tool without arguments that reads one of the wallet's overviews."""
+    return Tool(
+        name, title, description, {}, (), _obj(output, required),
+        lambda a: RestCall("GET", path), read_only=True, idempotent=True,
+    )  # fmt: skip
+
+
 def _tools() -> list[Tool]:
     tools = [
         Tool(
@@ -635,73 +645,55 @@ def _tools() -> list[Tool]:
             read_only=True,
             idempotent=True,
         ),
-        Tool(
+        _wallet_read(
             "memoclaw_stats",
             "Memory statistics",
             "Counts of the wallet's memories (total, pinned, by type, by namespace). Free.",
-            {},
-            (),
-            _obj(
-                {
-                    "total_memories": INTEGER,
-                    "pinned_count": INTEGER,
-                    "never_accessed": INTEGER,
-                    "total_accesses": INTEGER,
-                    "avg_importance": NUMBER,
-                    "oldest_memory": STRING,
-                    "newest_memory": STRING,
-                    "by_type": {"type": "array", "items": OBJECT},
-                    "by_namespace": {"type": "array", "items": OBJECT},
-                },
-                ["total_memories"],
-            ),
-            lambda a: RestCall("GET", "/v1/stats"),
-            read_only=True,
-            idempotent=True,
+            "/v1/stats",
+            {
+                "total_memories": INTEGER,
+                "pinned_count": INTEGER,
+                "never_accessed": INTEGER,
+                "total_accesses": INTEGER,
+                "avg_importance": NUMBER,
+                "oldest_memory": STRING,
+                "newest_memory": STRING,
+                "by_type": {"type": "array", "items": OBJECT},
+                "by_namespace": {"type": "array", "items": OBJECT},
+            },
+            ["total_memories"],
         ),
-        Tool(
+        _wallet_read(
             "memoclaw_namespaces",
             "List namespaces",
             "The namespaces that hold memories, with counts. Use it to pick where to recall or"
             " store. Free.",
-            {},
-            (),
-            _obj(
-                {
-                    "namespaces": {
-                        "type": "array",
-                        "items": _obj(
-                            {"name": STRING, "count": INTEGER, "last_memory_at": STRING},
-                            ["name", "count"],
-                        ),
-                    },
-                    "total": INTEGER,
+            "/v1/namespaces",
+            {
+                "namespaces": {
+                    "type": "array",
+                    "items": _obj(
+                        {"name": STRING, "count": INTEGER, "last_memory_at": STRING},
+                        ["name", "count"],
+                    ),
                 },
-                ["namespaces"],
-            ),
-            lambda a: RestCall("GET", "/v1/namespaces"),
-            read_only=True,
-            idempotent=True,
+                "total": INTEGER,
+            },
+            ["namespaces"],
         ),
-        Tool(
+        _wallet_read(
             "memoclaw_status",
             "Free tier status",
             "How many free calls this wallet has left before paid calls need an x402 payment."
             " Free.",
-            {},
-            (),
-            _obj(
-                {
-                    "wallet": STRING,
-                    "free_tier_remaining": INTEGER,
-                    "free_tier_total": INTEGER,
-                    "free_tier_used": INTEGER,
-                },
-                ["wallet", "free_tier_remaining", "free_tier_total"],
-            ),
-            lambda a: RestCall("GET", "/v1/free-tier/status"),
-            read_only=True,
-            idempotent=True,
+            "/v1/free-tier/status",
+            {
+                "wallet": STRING,
+                "free_tier_remaining": INTEGER,
+                "free_tier_total": INTEGER,
+                "free_tier_used": INTEGER,
+            },
+            ["wallet", "free_tier_remaining", "free_tier_total"],
         ),
     ]
     return tools

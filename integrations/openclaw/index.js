@@ -274,84 +274,82 @@ export function register(api, deps = {}) {
     });
   }
 
-  const pinned = (ctx, params) => {
-    const namespace = namespaceFromSessionKey(ctx?.sessionKey);
-    if (params?.namespace !== undefined && params.namespace !== namespace) {
-      return { namespace, refused: textResult(
-        `Refused: this session's memory namespace is "${namespace}"; "${params.namespace}" belongs to another agent.`,
-        { error: "namespace_refused", namespace },
-      ) };
-    }
-    return { namespace };
-  };
-
-  api.registerTool(
-    (ctx) => ({
-      name: "memory_search",
-      label: "Memory Search",
-      description:
-        "Search long-term memory (Engram) by meaning. Use when the answer may depend on the user's preferences, past decisions or facts from earlier sessions that are not in the conversation.",
-      parameters: {
-        type: "object",
-        properties: {
-          query: { type: "string", description: "What to look for, in plain words" },
-          limit: { type: "number", description: "Max results (default 5)" },
-          namespace: { type: "string", description: "Must be this session's namespace if given" },
+  // A tool bound to the session's namespace: a call naming another namespace is refused.
+  const pinnedTool = (name, label, description, properties, required, run) =>
+    api.registerTool(
+      (ctx) => ({
+        name,
+        label,
+        description,
+        parameters: {
+          type: "object",
+          properties: {
+            ...properties,
+            namespace: { type: "string", description: "Must be this session's namespace if given" },
+          },
+          required,
         },
-        required: ["query"],
-      },
-      async execute(_toolCallId, params) {
-        const { namespace, refused } = pinned(ctx, params);
-        if (refused) return refused;
-        const answer = await client.recall(String(params.query ?? ""), namespace, params.limit ?? 5, 0);
-        const memories = answer?.memories ?? [];
-        if (memories.length === 0) return textResult("No memories found.", { count: 0, namespace });
-        const text = memories
-          .map((m, i) => `${i + 1}. [${m.memory_type}] ${m.content} (${Math.round(m.similarity * 100)}%)`)
-          .join("\n");
-        return textResult(`Found ${memories.length} memories:\n${text}`, {
-          count: memories.length,
-          namespace,
-          memories: memories.map((m) => ({ id: m.id, content: m.content, similarity: m.similarity })),
-        });
-      },
-    }),
-    { name: "memory_search" },
+        async execute(_toolCallId, params) {
+          const namespace = namespaceFromSessionKey(ctx?.sessionKey);
+          if (params?.namespace !== undefined && params.namespace !== namespace) {
+            return textResult(
+              `Refused: this session's memory namespace is "${namespace}"; "${params.namespace}" belongs to another agent.`,
+              { error: "namespace_refused", namespace },
+            );
+          }
+          return run(params ?? {}, namespace);
+        },
+      }),
+      { name },
+    );
+
+  pinnedTool(
+    "memory_search",
+    "Memory Search",
+    "Search long-term memory (Engram) by meaning. Use when the answer may depend on the user's preferences, past decisions or facts from earlier sessions that are not in the conversation.",
+    {
+      query: { type: "string", description: "What to look for, in plain words" },
+      limit: { type: "number", description: "Max results (default 5)" },
+    },
+    ["query"],
+    async (params, namespace) => {
+      const answer = await client.recall(String(params.query ?? ""), namespace, params.limit ?? 5, 0);
+      const memories = answer?.memories ?? [];
+      if (memories.length === 0) return textResult("No memories found.", { count: 0, namespace });
+      const text = memories
+        .map((m, i) => `${i + 1}. [${m.memory_type}] ${m.content} (${Math.round(m.similarity * 100)}%)`)
+        .join("\n");
+      return textResult(`Found ${memories.length} memories:\n${text}`, {
+        count: memories.length,
+        namespace,
+        memories: memories.map((m) => ({ id: m.id, content: m.content, similarity: m.similarity })),
+      });
+    },
   );
 
-  api.registerTool(
-    (ctx) => ({
-      name: "memory_store",
-      label: "Memory Store",
-      description:
-        "Save one durable fact, preference or decision to long-term memory (Engram). One self-contained fact per call.",
-      parameters: {
-        type: "object",
-        properties: {
-          text: { type: "string", description: "The fact to remember" },
-          importance: { type: "number", description: "0-1 (default 0.5)" },
-          memory_type: {
-            type: "string",
-            enum: ["correction", "preference", "decision", "project", "observation", "general"],
-          },
-          namespace: { type: "string", description: "Must be this session's namespace if given" },
-        },
-        required: ["text"],
+  pinnedTool(
+    "memory_store",
+    "Memory Store",
+    "Save one durable fact, preference or decision to long-term memory (Engram). One self-contained fact per call.",
+    {
+      text: { type: "string", description: "The fact to remember" },
+      importance: { type: "number", description: "0-1 (default 0.5)" },
+      memory_type: {
+        type: "string",
+        enum: ["correction", "preference", "decision", "project", "observation", "general"],
       },
-      async execute(_toolCallId, params) {
-        const { namespace, refused } = pinned(ctx, params);
-        if (refused) return refused;
-        const body = { content: String(params.text ?? ""), namespace };
-        if (params.importance !== undefined) body.importance = params.importance;
-        if (params.memory_type !== undefined) body.memory_type = params.memory_type;
-        const stored = await client.request("POST", "/v1/store", body);
-        return textResult(
-          stored.deduplicated ? `Already remembered (${stored.id}).` : `Stored (${stored.id}).`,
-          { id: stored.id, deduplicated: stored.deduplicated, namespace },
-        );
-      },
-    }),
-    { name: "memory_store" },
+    },
+    ["text"],
+    async (params, namespace) => {
+      const body = { content: String(params.text ?? ""), namespace };
+      if (params.importance !== undefined) body.importance = params.importance;
+      if (params.memory_type !== undefined) body.memory_type = params.memory_type;
+      const stored = await client.request("POST", "/v1/store", body);
+      return textResult(
+        stored.deduplicated ? `Already remembered (${stored.id}).` : `Stored (${stored.id}).`,
+        { id: stored.id, deduplicated: stored.deduplicated, namespace },
+      );
+    },
   );
 }
 
