@@ -25,8 +25,8 @@ from memoclaw import AsyncMemoClaw, MemoClaw
 from memoclaw.errors import APIError, AuthenticationError, NotFoundError
 from memoclaw.types import Message, StoreInput, UpdateInput
 
-from tests.test_sdk_compat import _client_kwargs
 from tests.support.server import start_serve, stop_serve
+from tests.test_sdk_compat import _client_kwargs
 
 T = TypeVar("T")
 Client = MemoClaw | AsyncMemoClaw
