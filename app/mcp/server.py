@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import jsonschema
 import mcp.types as types
 from mcp.server.lowlevel import Server
@@ -166,7 +167,11 @@ def build_server(rest_for: RestFor, version: str) -> Server[Any, Any]:
             return error_result("PAYMENT_REQUIRED", str(exc))
         call = tool.request(tool.pick(arguments))
         call = RestCall(call.method, call.path, call.query, call.body, {**call.headers, **headers})
-        return tool_result(tool, await rest_for(ctx).send(call))
+        try:
+            answer = await rest_for(ctx).send(call)
+        except httpx.HTTPError as exc:  # `engram mcp` and an Engram it cannot reach
+            return error_result("SERVICE_UNAVAILABLE", f"Engram did not answer: {exc!r}")
+        return tool_result(tool, answer)
 
     @server.list_resources()  # type: ignore[untyped-decorator,no-untyped-call]
     async def list_resources() -> list[types.Resource]:

@@ -15,7 +15,7 @@ from eth_account import Account
 from litestar import Litestar
 
 from tests.conftest import auth, count_memories, served
-from tests.support.mcp import BearerAuth, WalletAuth, http_session
+from tests.support.mcp import BearerAuth, WalletAuth, http_session, stdio_session
 from tests.support.server import ENGRAM, engram_env
 
 INITIALIZE = {
@@ -123,6 +123,13 @@ async def test_bad_arguments_are_refused_and_leave_no_trace(url: str, database_u
         unknown = error_of(await session.call_tool("memoclaw_nope", {}))
         assert unknown["code"] == "NOT_FOUND" and "memoclaw_nope" in str(unknown["message"])
     assert await count_memories(database_url, wallet.address) == 0
+
+
+async def test_engram_mcp_says_when_engram_is_unreachable(tmp_path: Path) -> None:
+    key = Account.create().key.hex()
+    async with stdio_session("http://127.0.0.1:9", tmp_path, ENGRAM_PRIVATE_KEY=key) as session:
+        error = error_of(await session.call_tool("memoclaw_stats", {}))
+        assert error["code"] == "SERVICE_UNAVAILABLE", error
 
 
 def test_engram_mcp_needs_a_key_from_the_environment(tmp_path: Path) -> None:

@@ -124,3 +124,21 @@ async def test_every_tool_over_stdio(url: str, tmp_path: Path) -> None:
     wallet = Account.create()
     async with stdio_session(url, tmp_path, ENGRAM_PRIVATE_KEY=wallet.key.hex()) as session:
         await exercise_every_tool(session, wallet.address)
+
+
+async def test_an_empty_wallet_gets_answers_within_the_schemas(url: str) -> None:
+    """Empty results (no memories yet, nothing extracted) still validate: no nulls, no gaps."""
+    wallet = Account.create()
+    async with http_session(url, WalletAuth(wallet.key.hex())) as session:
+        assert (await call(session, "memoclaw_recall", query="anything at all"))["memories"] == []
+        assert (await call(session, "memoclaw_search", query="anything"))["memories"] == []
+        assert (await call(session, "memoclaw_list"))["total"] == 0
+        assert (await call(session, "memoclaw_core_memories"))["memories"] == []
+        context = await call(session, "memoclaw_context", query="what do you know about me")
+        assert context["memories_used"] == 0
+        assert (await call(session, "memoclaw_consolidate", dry_run=True))["clusters_found"] == 0
+        ingested = await call(session, "memoclaw_ingest", text="ok thanks")
+        assert ingested["memory_ids"] == []
+        stats = await call(session, "memoclaw_stats")
+        assert stats["total_memories"] == 0 and "oldest_memory" not in stats  # null dropped
+        assert (await call(session, "memoclaw_namespaces"))["namespaces"] == []
