@@ -40,6 +40,7 @@ from app.db.transaction import provide_transaction
 from app.history.controller import HistoryController
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
+from app.mcp.http import McpEndpoint
 from app.memory.controller import MemoryController
 from app.memory.service import MemoryService
 from app.payments.capture import capture_paid_response, mark_paid_call
@@ -124,6 +125,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         max_timeout_seconds=settings.x402_max_timeout_seconds,
     )
 
+    mcp = McpEndpoint(_version())
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         pool = await create_pool(
@@ -178,6 +181,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             PaymentsController,
             RelationController,
             TransferController,
+            mcp.route,
         ],
         dependencies={
             "conn": Provide(provide_transaction),
@@ -213,7 +217,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         before_send=[add_response_headers],
         before_request=mark_paid_call,
         after_request=capture_paid_response,
-        lifespan=[lifespan],
+        lifespan=[lifespan, mcp.lifespan],  # the pool first: MCP tool calls use it
         state=state,
         request_class=BoundedRequest,
         request_max_body_size=settings.max_body_bytes,

@@ -1,4 +1,4 @@
-"""The `engram` command: serve, migrate, and sign a wallet header for curl."""
+"""The `engram` command: serve, migrate, MCP on stdio, and sign a wallet header for curl."""
 
 from __future__ import annotations
 
@@ -174,6 +174,29 @@ def cmd_wallet_sign(args: argparse.Namespace) -> None:
     print(sign_header(key))
 
 
+def cmd_wallet_session(args: argparse.Namespace) -> None:
+    """Trade the wallet's signature for a session token (POST /auth/session) and print it."""
+    import httpx
+    from eth_account import Account
+    from eth_account.messages import encode_defunct
+
+    from app.auth.signature import auth_message
+
+    key = os.environ.get("ENGRAM_PRIVATE_KEY") or os.environ.get("MEMOCLAW_PRIVATE_KEY")
+    if not key:
+        raise SystemExit("engram wallet session: set ENGRAM_PRIVATE_KEY in the environment")
+    url = (args.url or os.environ.get("ENGRAM_URL") or "http://127.0.0.1:8000").rstrip("/")
+    account = Account.from_key(key)
+    ts = int(time.time())
+    signature = account.sign_message(encode_defunct(text=auth_message(ts))).signature.hex()
+    r = httpx.post(f"{url}/auth/session", timeout=30, json={
+        "address": account.address, "timestamp": ts, "signature": signature,
+    })  # fmt: skip
+    if r.status_code != 200:
+        raise SystemExit(f"engram wallet session: {r.status_code} {r.text}")
+    print(r.json()["token"])
+
+
 def cmd_wallet_new(_: argparse.Namespace) -> None:
     from eth_account import Account
 
@@ -181,6 +204,12 @@ def cmd_wallet_new(_: argparse.Namespace) -> None:
     print(f"address:     {account.address}")
     key = account.key.hex()
     print(f"private key: {key if key.startswith('0x') else '0x' + key}")
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from app.mcp.stdio import serve_stdio
+
+    asyncio.run(serve_stdio(os.environ, args.url))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,12 +233,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
         func=cmd_migrate
     )
+    mcp = sub.add_parser(
+        "mcp",
+        help="MCP server on stdio for desktop agents, against a running Engram"
+        " (identity from ENGRAM_PRIVATE_KEY or ENGRAM_SESSION_TOKEN in the environment)",
+    )
+    mcp.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
+    mcp.set_defaults(func=cmd_mcp)
     wallet = sub.add_parser("wallet", help="wallet helpers for curl users")
     wallet_sub = wallet.add_subparsers(dest="wallet_command", required=True)
     sign = wallet_sub.add_parser("sign", help="print an x-wallet-auth header (valid 300 s)")
     sign.add_argument("--key", help="private key (hex); default $ENGRAM_PRIVATE_KEY")
     sign.set_defaults(func=cmd_wallet_sign)
     wallet_sub.add_parser("new", help="create a throwaway wallet").set_defaults(func=cmd_wallet_new)
+    session = wallet_sub.add_parser(
+        "session", help="print a session token for Authorization: Bearer (key from the env)"
+    )
+    session.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
+    session.set_defaults(func=cmd_wallet_session)
     return parser
 
 
