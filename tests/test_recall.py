@@ -121,7 +121,9 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
     )
     await conn.close()
     r = await client.post(
-        "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
+        "/v1/recall",
+        json={"query": "anything at all", "limit": 20, "min_similarity": 0},
+        headers=auth(wallet),
     )
     by_id = {m["id"]: m["_signals"]["type_decay"] for m in r.json()["memories"]}
     for memory_type, memory_id in ids.items():
@@ -129,7 +131,9 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
     assert by_id[pinned] == 1.0
     # a recall is not an access: the timers keep running
     r = await client.post(
-        "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
+        "/v1/recall",
+        json={"query": "anything at all", "limit": 20, "min_similarity": 0},
+        headers=auth(wallet),
     )
     by_id = {m["id"]: m["_signals"]["type_decay"] for m in r.json()["memories"]}
     assert by_id[ids["general"]] == pytest.approx(0.5, abs=1e-3)
@@ -137,7 +141,9 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
     for memory_id in ids.values():
         assert (await client.get(f"/v1/memories/{memory_id}", headers=auth(wallet))).is_success
     r = await client.post(
-        "/v1/recall", json={"query": "anything at all", "limit": 20}, headers=auth(wallet)
+        "/v1/recall",
+        json={"query": "anything at all", "limit": 20, "min_similarity": 0},
+        headers=auth(wallet),
     )
     assert all(m["_signals"]["type_decay"] > 0.99 for m in r.json()["memories"])
 
@@ -195,10 +201,20 @@ async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None
     for fact in FACTS[:8]:
         await _store(client, wallet, fact)
     h = auth(wallet)
-    r = await client.post("/v1/recall", json={"query": "dark mode editor"}, headers=h)
+    r = await client.post(
+        "/v1/recall", json={"query": "dark mode editor", "min_similarity": 0}, headers=h
+    )
     body = r.json()
-    assert len(body["memories"]) == 5 and body["query_tokens"] > 0  # default limit 5
+    assert len(body["memories"]) == 8 and body["query_tokens"] > 0  # default limit 10
     assert body["memories"][0]["content"] == FACTS[0]
+    # no floor given: MiniLM's (0.2, app/memory/scoring.py) keeps only what is about the query
+    r = await client.post("/v1/recall", json={"query": "dark mode editor"}, headers=h)
+    floored = r.json()["memories"]
+    assert floored[0]["content"] == FACTS[0] and len(floored) < 8
+    assert all(m["similarity"] >= 0.2 for m in floored)
+    assert [m["content"] for m in body["memories"] if m["similarity"] >= 0.2] == [
+        m["content"] for m in floored
+    ]
     scores = [m["score"] for m in body["memories"]]
     assert scores == sorted(scores, reverse=True)
     r = await client.post(
@@ -225,7 +241,9 @@ async def test_filters(client: AsyncTestClient, wallet) -> None:
 
     async def contents(**body) -> set[str]:
         r = await client.post(
-            "/v1/recall", json={"query": "user facts", "limit": 10, **body}, headers=h
+            "/v1/recall",
+            json={"query": "user facts", "limit": 10, "min_similarity": 0, **body},
+            headers=h,
         )
         assert r.status_code == 200, r.text
         return {m["content"] for m in r.json()["memories"]}
@@ -301,13 +319,21 @@ async def test_filters_never_starve_the_top_k_among_many_wallets(
         )
     r = await client.post(
         "/v1/recall",
-        json={"query": query, "limit": 7, "namespace": "home", "filters": {"tags": ["garden"]}},
+        json={
+            "query": query,
+            "limit": 7,
+            "namespace": "home",
+            "filters": {"tags": ["garden"]},
+            "min_similarity": 0,
+        },
         headers=auth(target),
     )
     got = r.json()["memories"]
     assert len(got) == 7  # exactly the 7 memories that match, none lost to the filter
     assert all("garden" in m["metadata"]["tags"] for m in got)
-    r = await client.post("/v1/recall", json={"query": query, "limit": 10}, headers=auth(target))
+    r = await client.post(
+        "/v1/recall", json={"query": query, "limit": 10, "min_similarity": 0}, headers=auth(target)
+    )
     assert len(r.json()["memories"]) == 10
 
 
@@ -326,12 +352,14 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
     wallet = Account.create()
     for fact in FACTS[:5]:
         await _store(client, wallet, fact)
-    r = await client.post("/v1/recall", json={"query": "garden", "limit": 3}, headers=auth(wallet))
+    body = {"query": "garden", "limit": 3, "min_similarity": 0}
+    r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert r.status_code == 200 and len(r.json()["memories"]) == 3
     assert calls == [True]
     calls.clear()
     monkeypatch.setattr(memory_service, "EXACT_SCAN_MAX_ROWS", 2)
-    r = await client.post("/v1/recall", json={"query": "garden", "limit": 3}, headers=auth(wallet))
+    body = {"query": "garden", "limit": 3, "min_similarity": 0}
+    r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert len(r.json()["memories"]) == 3
     assert calls == [False, True]  # index walk, short of candidates, then the exact scan
 

@@ -85,8 +85,9 @@ class ContextService:
         recalled, tokens_used = await self.memories.recall(
             conn,
             wallet,
+            # the block's budget (max_memories, max_tokens) decides what fits: no similarity floor
             RecallIn(query=req.query, limit=req.memory_limit, namespace=req.namespace,
-                     session_id=req.session_id, agent_id=req.agent_id),
+                     session_id=req.session_id, agent_id=req.agent_id, min_similarity=0.0),
         )  # fmt: skip
         summary = None
         if req.summarize and recalled:

@@ -366,6 +366,24 @@ def _tools() -> list[Tool]:
             idempotent=True,
         ),
         Tool(
+            "memoclaw_feedback",
+            "Say a memory helped",
+            "Tell Engram that a memory you recalled actually helped (helpful: true, the default)"
+            " or did not (false: nothing is recorded). A memory that helped counts as used, and"
+            " recall ranks memories used often a little higher (at most one use a day counts)."
+            " Call it only for memories you used in your answer, never for everything recall"
+            " returned. Engram's addition. Free.",
+            {"id": MEMORY_ID, "helpful": {**BOOLEAN, "description": "Did it help? Default true."}},
+            ("id",),
+            _obj(
+                {"id": STRING, "counted": BOOLEAN, "access_count": INTEGER, "accessed_at": STRING},
+                ["id", "counted", "access_count"],
+            ),
+            lambda a: RestCall(
+                "POST", f"/v1/memories/{_path_id(a['id'])}/feedback", body=_without(a, "id")
+            ),
+        ),
+        Tool(
             "memoclaw_list",
             "List memories",
             "Browse memories newest first, with filters and paging. Use it to review what is"

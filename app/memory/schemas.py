@@ -111,8 +111,10 @@ class RecallFilters(StrictStruct):
 
 class RecallIn(StrictStruct):
     query: Annotated[str, Meta(min_length=1, max_length=MAX_RECALL_QUERY_CHARS)]
-    limit: Annotated[int, Meta(ge=1, le=MAX_PAGE)] = 5
-    min_similarity: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
+    # MemoClaw's published defaults: 10 results, and a similarity floor (0.5 on its embedder's
+    # scale; unset here means the floor measured for the embedder in use: scoring.py)
+    limit: Annotated[int, Meta(ge=1, le=MAX_PAGE)] = 10
+    min_similarity: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
     namespace: Name | None = None
     session_id: OptionalName | None = None
     agent_id: OptionalName | None = None

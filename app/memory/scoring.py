@@ -80,6 +80,15 @@ RELATION_CAP = 10
 CONTEXT_IMPORTANCE_FLOOR = 0.05
 SECONDS_PER_DAY = 86_400.0
 
+# Recall's similarity floor when the request sets none, by embedding model: cosine scales differ
+# (MiniLM's run lower than OpenAI's). MemoClaw publishes 0.5 for text-embedding-3-small. For
+# MiniLM, LoCoMo dev (760 questions, every turn asked in the conversation's own wallet), R@10
+# by floor: 0 0.766, 0.1 0.768, 0.15 0.769, 0.2 0.770, 0.25 0.760, 0.3 0.751, 0.4 0.667; and the
+# results a question gets in another conversation's wallet (nothing there is about it), of 10:
+# 10, 10, 9.9, 9.1, 7.3, 4.8, 1.1. 0.2 is the highest floor that costs no recall. Other
+# embedders: no floor (their scale is unknown).
+DEFAULT_MIN_SIMILARITY = {"all-MiniLM-L6-v2": 0.2, "text-embedding-3-small": 0.5}
+
 # An access is counted at most once per memory per day (an agent reading the same memory in a
 # loop does not pile up a boost).
 ACCESS_COUNTED_ONCE_PER = timedelta(days=1)

@@ -43,6 +43,7 @@ from app.memory.scoring import (
     ACCESS_COUNTED_ONCE_PER,
     CONTINUATION_FOLLOW,
     CONTINUATION_MAX_GAP,
+    DEFAULT_MIN_SIMILARITY,
     SECOND_ROUND_SEEDS,
     Signals,
     carried_score,
@@ -225,6 +226,7 @@ class MemoryService:
         self.access_counted_once_per = access_counted_once_per
         self.second_round = second_round  # continuation and relations of the top hits
         self.event_time_boost = event_time_boost  # the time a query names
+        self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
 
     # ---- store -----------------------------------------------------------------------------
 
@@ -570,7 +572,9 @@ class MemoryService:
             rows, _ = await repo.recall_candidates(
                 conn, f, vector, req.query, per_side, True, matching
             )
-        ranking = _Ranking(req, now_utc(), self.access_boost, self.event_time_boost)
+        ranking = _Ranking(
+            req, now_utc(), self.access_boost, self.event_time_boost, self.default_min_similarity
+        )
         ranked = ranking.first_round(rows)
         if self.second_round and ranked:
             seeds = ranked[:SECOND_ROUND_SEEDS]
@@ -591,9 +595,16 @@ class _Ranking:
     the second round's carried scores (app/memory/scoring.py)."""
 
     def __init__(
-        self, req: RecallIn, now: datetime, access_boost: bool, event_time_boost: bool
+        self,
+        req: RecallIn,
+        now: datetime,
+        access_boost: bool,
+        event_time_boost: bool,
+        default_min_similarity: float,
     ) -> None:
-        self.min_similarity = req.min_similarity
+        self.min_similarity = (
+            req.min_similarity if req.min_similarity is not None else default_min_similarity
+        )
         self.now = now
         self.access_boost = access_boost
         self.window = query_window(req.query, now) if event_time_boost else []

@@ -138,7 +138,8 @@ def test_recall_filters_pinned_and_metadata(mcp: McpClient) -> None:
     ])  # fmt: skip
 
     def recalled(**args: Any) -> list[str]:
-        result = mcp.ok("POST", "/v1/recall", recall_body(query="dark", **args))
+        # min_similarity 0 (the tool's argument): the filters decide here, not relevance
+        result = mcp.ok("POST", "/v1/recall", recall_body(query="dark", min_similarity=0, **args))
         for m in result["memories"]:
             assert_mcp_memory(m, recalled=True)
         return sorted(m["content"] for m in result["memories"])

@@ -104,6 +104,10 @@ ROUTES: dict[tuple[str, str], tuple[Body, Body]] = {
         lambda w: {"target_id": w.b, "relation_type": "supports", "metadata": {"why": "x"}},
         lambda w: {"target_id": w.b, "relation_type": "likes"},
     ),
+    ("POST", "/v1/memories/{memory_id:str}/feedback"): (
+        lambda w: {"helpful": True},
+        lambda w: {"helpful": "yes"},
+    ),
     ("POST", "/v1/memories/core"): (
         lambda w: {"memory_id": w.b},
         lambda w: {"memory_id": 7},

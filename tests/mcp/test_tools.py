@@ -56,7 +56,12 @@ async def exercise_every_tool(session: ClientSession, wallet: str) -> None:
     assert recalled["memories"][0]["id"] == a
     found = await call(session, "memoclaw_search", query="pipeline", namespace=ns)
     assert [m["id"] for m in found["memories"]] == [b]
-    assert (await call(session, "memoclaw_get", id=a))["memory"]["id"] == a
+    got = await call(session, "memoclaw_get", id=a)
+    assert got["memory"]["id"] == a and got["memory"]["access_count"] == 1  # a read is a use
+    helped = await call(session, "memoclaw_feedback", id=a)  # already counted today
+    assert helped == {"id": a, "counted": False, "access_count": 1,
+                      "accessed_at": got["memory"]["accessed_at"]}  # fmt: skip
+    assert (await call(session, "memoclaw_feedback", id=b, helpful=True))["counted"] is True
     listed_page = await call(session, "memoclaw_list", namespace=ns, tags=["coffee"])
     assert listed_page["total"] == 1 and listed_page["memories"][0]["id"] == a
 
