@@ -532,6 +532,18 @@ def _signals(vec: str) -> str:
 Lexicon = dict[str, float]
 
 
+def _scoring_params(
+    f: MemoryFilter, embedding: np.ndarray, query: str
+) -> tuple[_Sql, str, str, str, str]:
+    """The filter's WHERE, then the query vector, its text and its OR-ed tsquery as parameters:
+    what every statement that scores candidates starts from."""
+    sql = _filtered(f)
+    where = sql.sql()
+    vec = sql.param(embedding)
+    text = sql.param(query)
+    return sql, where, vec, text, OR_TSQUERY.format(p=text)
+
+
 async def recall_candidates(
     conn: asyncpg.Connection,
     f: MemoryFilter,
@@ -550,11 +562,7 @@ async def recall_candidates(
     Returns the candidates with their raw signals and how many the vector side found, so the
     caller can fall back to an exact scan when filters starved the index scan.
     """
-    sql = _filtered(f)
-    where = sql.sql()
-    vec = sql.param(embedding)
-    text = sql.param(query)
-    tsq = OR_TSQUERY.format(p=text)
+    sql, where, vec, text, tsq = _scoring_params(f, embedding, query)
     n = sql.param(per_side)
     # `+ 0` hides the distance from the HNSW index, forcing an exact scan of the filtered rows.
     order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
@@ -607,11 +615,7 @@ async def second_round_candidates(
     - relations: memories a seed is related to, in either direction, hops 1.
 
     Only memories that `f` matches; a row may come once per seed that leads to it."""
-    sql = _filtered(f)
-    where = sql.sql()
-    vec = sql.param(embedding)
-    text = sql.param(query)
-    tsq = OR_TSQUERY.format(p=text)
+    sql, where, vec, _, tsq = _scoring_params(f, embedding, query)
     ids = sql.param(seeds)
     lex = _given_lexicon(sql, lexicon)
     rows: list[asyncpg.Record] = await conn.fetch(
