@@ -642,8 +642,12 @@ async def second_round_candidates(
                 AND (r.source_id = seed.id OR r.target_id = seed.id)
         )
         SELECT {_signals(vec)}, cand.seed_id, cand.hops
-        FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
-        WHERE {where}
+        -- one primary-key lookup per candidate (OFFSET 0 keeps the planner from flattening it
+        -- into a join that scanned the whole wallet: 2 ms at 680 memories)
+        FROM cand CROSS JOIN LATERAL (
+            SELECT m.* FROM memories m
+            WHERE m.user_id = {WALLET} AND m.id = cand.id AND {where} OFFSET 0
+        ) m, q
         """,
         *sql.params,
     )
