@@ -16,6 +16,7 @@ from app.api.body import MAX_JSON_DEPTH, RECURSION_LIMIT, json_depth_exceeds
 from app.asgi import create_app
 from app.auth.signature import sign_header
 from app.config import Settings
+from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
 from tests.support.server import start_serve, stop_serve
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}
@@ -120,3 +121,83 @@ def test_a_large_shallow_import_body_passes() -> None:
     item = b'{"content":"a memory [with brackets]","metadata":{"tags":["x","y"]}},'
     body = b'{"memories":[' + item * 100_000 + b'{"content":"last"}]}'
     assert not json_depth_exceeds(body, MAX_JSON_DEPTH)
+
+
+# ---- defect 3: edge values that reached the database as 500s -------------------------------
+
+BIGINT_PAST_MAX = 2**63  # one past PostgreSQL's bigint
+PAGED_PATHS = ["/v1/memories", "/v1/core", "/v1/core-memories", "/v1/memories/core", "/v1/payments"]
+# Valid ISO 8601 whose UTC instant is outside Python's years 1..9999
+BEFORE_YEAR_1 = "0001-01-01T00:00:00+14:00"
+AFTER_YEAR_9999 = "9999-12-31T23:59:59-14:00"
+
+
+def signed(key: str) -> dict[str, str]:
+    return {"x-wallet-auth": sign_header(key)}
+
+
+def assert_validation_error(r: httpx.Response, field: str | None = None) -> None:
+    assert r.status_code == 422, (r.request.method, r.request.url, r.status_code, r.text)
+    error = r.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR", r.text
+    if field is not None:
+        assert error["details"]["field"] == field, r.text
+
+
+@pytest.mark.parametrize("path", PAGED_PATHS)
+def test_offset_past_bigint_is_a_422(server: str, path: str) -> None:
+    key = Account.create().key.hex()
+    r = httpx.get(f"{server}{path}", params={"offset": BIGINT_PAST_MAX}, headers=signed(key))
+    assert_validation_error(r)
+    # the largest bigint is a valid (empty) page
+    r = httpx.get(f"{server}{path}", params={"offset": BIGINT_PAST_MAX - 1}, headers=signed(key))
+    assert r.status_code == 200, r.text
+
+
+def test_times_outside_the_representable_range_are_422s(server: str) -> None:
+    key = Account.create().key.hex()
+    h = signed(key)
+    r = httpx.post(f"{server}/v1/store", headers=h,
+                   json={"content": "x", "expires_at": AFTER_YEAR_9999})  # fmt: skip
+    assert_validation_error(r, "expires_at")
+    r = httpx.post(f"{server}/v1/recall", headers=h,
+                   json={"query": "x", "filters": {"after": BEFORE_YEAR_1}})  # fmt: skip
+    assert_validation_error(r, "filters.after")
+    r = httpx.post(f"{server}/v1/import", headers=h,
+                   json=[{"content": "x", "created_at": BEFORE_YEAR_1}])  # fmt: skip
+    assert_validation_error(r, "memories[0].created_at")
+    r = httpx.get(f"{server}/v1/memories", params={"after": BEFORE_YEAR_1}, headers=h)
+    assert_validation_error(r, "after")
+    r = httpx.get(f"{server}/v1/export", params={"before": AFTER_YEAR_9999}, headers=h)
+    assert_validation_error(r, "before")
+    # nothing was stored by any of them
+    assert httpx.get(f"{server}/v1/memories/count", headers=h).json()["count"] == 0
+    # the same instants, written in UTC's own range, are fine
+    r = httpx.get(f"{server}/v1/memories", params={"after": "0001-01-01T00:00:00Z"}, headers=h)
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["w " * 16_384, " ".join(f"w{i}" for i in range(5_000)), "a-" * 16_000],
+    ids=["one-word-16384-times", "5000-distinct-words", "one-hyphenated-token"],
+)
+def test_a_recall_query_of_many_words_answers(server: str, query: str) -> None:
+    """The keyword side reads a bounded number of the query's words (PostgreSQL's text-search
+    parser overflowed its stack on 16,384 of them)."""
+    key = Account.create().key.hex()
+    h = signed(key)
+    stored = httpx.post(f"{server}/v1/store", headers=h, json={"content": "w w0 w1 a"}, timeout=30)
+    assert stored.status_code == 201, stored.text
+    r = httpx.post(f"{server}/v1/recall", headers=h, json={"query": query}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert [m["id"] for m in r.json()["memories"]] == [stored.json()["id"]]
+
+
+def test_keyword_text_bounds_terms_and_keeps_short_queries() -> None:
+    assert keyword_text("which theme does the user like?") == "which theme does the user like?"
+    many = keyword_text(" ".join(f"w{i % 100}" for i in range(10_000)))
+    assert many.split() == [f"w{i}" for i in range(MAX_KEYWORD_TERMS)]
+    long_words = keyword_text(" ".join("x" * 300 + str(i) for i in range(10)))
+    assert 0 < len(long_words) <= MAX_KEYWORD_CHARS
+    assert keyword_text("y" * 40_000) == ""  # one word longer than the bound: no keyword side

@@ -24,4 +24,6 @@ Conn: TypeAlias = NamedDependency[asyncpg.Connection]
 Limit100: TypeAlias = Annotated[int, QueryParameter(ge=1, le=100)]
 # A page of a read that MemoClaw's clients page through (list, search, core).
 PageLimit: TypeAlias = Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)]
-Offset: TypeAlias = Annotated[int, QueryParameter(ge=0)]
+# PostgreSQL's OFFSET is a bigint: a larger offset would fail in the driver (a 500), so it is a 422.
+MAX_OFFSET = 2**63 - 1
+Offset: TypeAlias = Annotated[int, QueryParameter(ge=0, le=MAX_OFFSET)]

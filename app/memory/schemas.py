@@ -209,7 +209,10 @@ def check_tags(tags: Any, field: str = "tags") -> list[str]:
 
 
 def parse_time(value: str | None, field: str) -> datetime | None:
-    """ISO 8601 (date or date-time, 'Z' allowed); naive times are UTC."""
+    """ISO 8601 (date or date-time, 'Z' allowed); naive times are UTC. Returned in UTC.
+
+    A time whose UTC instant falls outside Python's years 1..9999 (`0001-01-01T00:00:00+14:00`,
+    `9999-12-31T23:59:59-14:00`) is refused here: asyncpg would fail converting it."""
     if value is None:
         return None
     try:
@@ -218,7 +221,15 @@ def parse_time(value: str | None, field: str) -> datetime | None:
         raise InvalidInput(
             f"{field} must be an ISO 8601 date or date-time", {"field": field}
         ) from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidInput(
+            f"{field} is out of range: in UTC it must fall within years 1 to 9999",
+            {"field": field},
+        ) from exc
 
 
 # A relative time as MemoClaw's CLI writes it (src/dates.ts): an amount and a unit, meaning that

@@ -66,6 +66,12 @@ EXACT_SCAN_MAX_ROWS = 2000
 # A store's near-duplicate lookup runs once per item: up to this many stored memories a scan of
 # them beats a graph walk per item (100 items against 500 rows: ~30 ms either way, measured).
 DEDUP_SCAN_MAX_ROWS = 500
+# The keyword side of a recall reads at most this many distinct words of the query, within this
+# many characters (the search query's limit, memoclaw-api.md): PostgreSQL's text-search parser
+# recurses per term, so 16,384 words overflowed its stack and 10,000 took 3.4 s. The vector side
+# still embeds the whole query.
+MAX_KEYWORD_TERMS = 64
+MAX_KEYWORD_CHARS = 1000
 
 
 def content_digest(content: str) -> bytes:
@@ -77,6 +83,22 @@ def parse_memory_id(raw: str) -> UUID:
         return UUID(raw)
     except (ValueError, AttributeError, TypeError) as exc:
         raise InvalidInput(f"'{raw}' is not a memory id (a UUID)", {"field": "id"}) from exc
+
+
+def keyword_text(query: str) -> str:
+    """The part of a recall query its keyword side searches: the query itself when short, else
+    its first distinct words up to MAX_KEYWORD_TERMS and MAX_KEYWORD_CHARS."""
+    words = query.split()
+    if len(words) <= MAX_KEYWORD_TERMS and len(query) <= MAX_KEYWORD_CHARS:
+        return query
+    kept: list[str] = []
+    size = 0
+    for word in dict.fromkeys(words):
+        size += len(word) + 1
+        if len(kept) == MAX_KEYWORD_TERMS or size > MAX_KEYWORD_CHARS + 1:
+            break
+        kept.append(word)
+    return " ".join(kept)
 
 
 def now_utc() -> datetime:
@@ -563,14 +585,15 @@ class MemoryService:
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
         matching = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
         exact = matching <= EXACT_SCAN_MAX_ROWS
+        keywords = keyword_text(req.query)
         rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, req.query, per_side, exact, matching
+            conn, f, vector, keywords, per_side, exact, matching
         )
         if not exact and vector_hits < per_side:
             # Many rows match, yet the index scan came back short (filters starved it even with
             # iterative scanning): an exact scan returns the true top k.
             rows, _ = await repo.recall_candidates(
-                conn, f, vector, req.query, per_side, True, matching
+                conn, f, vector, keywords, per_side, True, matching
             )
         ranking = _Ranking(
             req, now_utc(), self.access_boost, self.event_time_boost, self.default_min_similarity
