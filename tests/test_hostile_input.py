@@ -201,3 +201,78 @@ def test_keyword_text_bounds_terms_and_keeps_short_queries() -> None:
     long_words = keyword_text(" ".join("x" * 300 + str(i) for i in range(10)))
     assert 0 < len(long_words) <= MAX_KEYWORD_CHARS
     assert keyword_text("y" * 40_000) == ""  # one word longer than the bound: no keyword side
+
+
+# ---- defect 7: one status for bad input, JSON only, true Allow, one spelling per name ------
+
+
+@pytest.mark.parametrize("body", [b"{bad", b'{"content": "x",}', b'{"content": "x"', b"\xff\xfe"])
+def test_malformed_json_is_a_422_like_any_other_bad_input(server: str, body: bytes) -> None:
+    key = Account.create().key.hex()
+    h = {**signed(key), "content-type": "application/json"}
+    for path in ("/v1/store", "/v1/recall", "/v1/memories/bulk-delete", "/v1/import"):
+        r = httpx.post(f"{server}{path}", content=body, headers=h)
+        assert_validation_error(r)
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "text/plain; charset=utf-8"]
+)
+def test_a_body_that_is_not_json_is_refused_with_415(server: str, content_type: str) -> None:
+    key = Account.create().key.hex()
+    h = {**signed(key), "content-type": content_type}
+    for path in ("/v1/store", "/v1/import"):
+        r = httpx.post(f"{server}{path}", content=b'{"content": "sent as text"}', headers=h)
+        assert r.status_code == 415, (path, r.status_code, r.text)
+        assert r.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE", r.text
+    assert httpx.get(f"{server}/v1/memories/count", headers=signed(key)).json()["count"] == 0
+    # JSON media types, charset and all, are read
+    for json_type in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        r = httpx.post(f"{server}/v1/store", content=b'{"content": "json"}',
+                       headers={**signed(key), "content-type": json_type})  # fmt: skip
+        assert r.status_code == 201, (json_type, r.text)
+
+
+def test_options_lists_every_method_of_the_path(server: str) -> None:
+    key = Account.create().key.hex()
+    expected = {
+        f"/v1/memories/{uuid.uuid4()}": "DELETE, GET, OPTIONS, PATCH",
+        "/v1/memories": "GET, OPTIONS",
+        "/v1/memories/batch": "OPTIONS, PATCH, POST",
+        "/v1/store": "OPTIONS, POST",
+    }
+    for path, allow in expected.items():
+        r = httpx.options(f"{server}{path}", headers=signed(key))
+        assert r.status_code == 204, (path, r.text)
+        assert r.headers["allow"] == allow, path
+
+
+NFC_CAFE = "caf\u00e9"
+NFD_CAFE = "cafe\u0301"
+
+
+def test_namespaces_and_tags_are_one_name_whatever_the_unicode_form(server: str) -> None:
+    assert NFC_CAFE != NFD_CAFE
+    key = Account.create().key.hex()
+    h = signed(key)
+    for content, namespace, tags in [("one", NFD_CAFE, [NFD_CAFE]), ("two", NFC_CAFE, [NFC_CAFE])]:
+        r = httpx.post(f"{server}/v1/store", headers=h,
+                       json={"content": content, "namespace": namespace, "tags": tags})  # fmt: skip
+        assert r.status_code == 201, r.text
+        assert r.json()["memory"]["namespace"] == NFC_CAFE
+    r = httpx.post(f"{server}/v1/store", headers=h,
+                   json={"content": "three", "metadata": {"tags": [NFD_CAFE]}})  # fmt: skip
+    assert r.json()["memory"]["tags"] == [NFC_CAFE], r.text
+    namespaces = httpx.get(f"{server}/v1/namespaces", headers=h).json()["namespaces"]
+    assert {n["name"]: n["count"] for n in namespaces} == {NFC_CAFE: 2, "default": 1}
+    assert httpx.get(f"{server}/v1/tags", headers=h).json()["counts"] == {NFC_CAFE: 3}
+    for spelling in (NFC_CAFE, NFD_CAFE):
+        listed = httpx.get(f"{server}/v1/memories", headers=h,
+                           params={"namespace": spelling, "tags": spelling}).json()  # fmt: skip
+        assert listed["total"] == 2, spelling
+        recalled = httpx.post(f"{server}/v1/recall", headers=h, timeout=30,
+                              json={"query": "one", "namespace": spelling}).json()  # fmt: skip
+        assert len(recalled["memories"]) == 2, spelling
+    # content keeps the form it was sent in
+    r = httpx.post(f"{server}/v1/store", headers=h, json={"content": f"about {NFD_CAFE}"})
+    assert r.json()["content"] == f"about {NFD_CAFE}"

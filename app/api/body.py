@@ -1,4 +1,9 @@
-"""Request bodies bounded before anything decodes them: JSON nesting depth and the C stack.
+"""Request bodies checked before anything decodes them: JSON media type, nesting depth and the
+C stack.
+
+A body sent with an explicit content type other than JSON (`text/plain`, a form) is refused with
+415: Litestar would otherwise decode it as JSON all the same. A body with no content type is
+read as JSON, as before (lenient for hand-written clients).
 
 msgspec (and the stdlib json module) guard their recursion with Python's recursion limit, but
 `py_ecc`, imported through eth-account and x402, raises that limit to 100,000 at import time, so
@@ -19,7 +24,7 @@ from typing import Any
 import numpy as np
 from litestar import Request
 
-from app.api.errors import InvalidInput
+from app.api.errors import InvalidInput, UnsupportedMediaType
 
 # Deepest JSON body accepted. The contract allows metadata 3 levels deep (memoclaw-api.md,
 # "Memory object"); an import body wraps memories in 2 more. 64 leaves room for any real client
@@ -62,17 +67,35 @@ def check_json_depth(body: bytes) -> None:
         )
 
 
-class BoundedRequest(Request[Any, Any, Any]):
-    """Litestar's request, with the JSON depth bound checked once on the raw body, before any
-    decoder (json(), msgspec structs, DTOs: all of them read body() first) sees it."""
+def is_json_media_type(content_type: str) -> bool:
+    """application/json, or a structured `+json` type (application/problem+json, ...)."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
 
-    _depth_checked = False
+
+def check_json_media_type(content_type: str | None) -> None:
+    if content_type and not is_json_media_type(content_type):
+        raise UnsupportedMediaType(
+            f"Request bodies are JSON: send content-type application/json, not {content_type!r}",
+            {"content_type": content_type},
+        )
+
+
+class BoundedRequest(Request[Any, Any, Any]):
+    """Litestar's request, with the media type and the JSON depth bound checked once on the raw
+    body, before any decoder (json(), msgspec structs, DTOs: all of them read body() first)
+    sees it."""
+
+    _body_checked = False
 
     async def body(self) -> bytes:
         body = await super().body()
-        if not self._depth_checked:
+        if not self._body_checked and body:
+            check_json_media_type(self.headers.get("content-type"))
             check_json_depth(body)
-            self._depth_checked = True
+            self._body_checked = True
         return body
 
 

@@ -31,6 +31,7 @@ CODE_BY_STATUS = {
     405: "METHOD_NOT_ALLOWED",
     409: "CONFLICT",
     413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
     422: "VALIDATION_ERROR",
     429: "RATE_LIMIT_EXCEEDED",
     500: "INTERNAL_ERROR",
@@ -81,6 +82,11 @@ class Conflict(ApiError):
 class InvalidInput(ApiError):
     status_code = 422
     code = "VALIDATION_ERROR"
+
+
+class UnsupportedMediaType(ApiError):
+    status_code = 415
+    code = "UNSUPPORTED_MEDIA_TYPE"
 
 
 class RateLimitExceeded(ApiError):
@@ -144,11 +150,11 @@ def _validation_details(exc: ValidationException) -> dict[str, Any]:
 
 
 def handle_http_exception(_: AnyRequest, exc: HTTPException) -> ErrorResponse:
-    if isinstance(exc, ValidationException):
-        # Litestar answers 400 for body/parameter validation; the contract says 422.
-        return _render(
-            422, "VALIDATION_ERROR", _clean_detail(exc.detail), _validation_details(exc), {}
-        )
+    if isinstance(exc, ValidationException) or exc.status_code == 400:
+        # Litestar answers 400 for body/parameter validation and for malformed JSON; the
+        # contract has one code for bad input, VALIDATION_ERROR, and it is a 422.
+        details = _validation_details(exc) if isinstance(exc, ValidationException) else {}
+        return _render(422, "VALIDATION_ERROR", _clean_detail(exc.detail), details, {})
     status = exc.status_code
     if status >= 500:
         log.error("server error: %s", exc, exc_info=exc)

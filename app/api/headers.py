@@ -1,6 +1,11 @@
 """Headers on every response, 404s and errors included: X-Request-Id, and the wallet's free-tier
 count once a request has learnt it. A `before_send` hook, because app-level hooks also see the
-responses Litestar makes before any route middleware runs (unknown paths, wrong methods)."""
+responses Litestar makes before any route middleware runs (unknown paths, wrong methods).
+
+It also corrects the `Allow` of Litestar's automatic OPTIONS answer: when several controllers
+register handlers on one path, the OPTIONS handler made for the first of them keeps that first
+route's methods (`OPTIONS /v1/memories/{id}` listed only DELETE), so the path's full set is
+read from the app's route map instead."""
 
 from __future__ import annotations
 
@@ -42,3 +47,15 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
         headers["Cache-Control"] = "private, no-store"
     for name, value in (state.get(PAID_RESPONSE_HEADERS_STATE) or {}).items():
         headers[name] = value
+    if scope.get("method") == "OPTIONS" and "allow" in headers:
+        headers["allow"] = allowed_methods(scope) or headers["allow"]
+
+
+def allowed_methods(scope: Scope) -> str | None:
+    """Every method the matched path has, as an Allow header value."""
+    app = scope.get("litestar_app")
+    template = scope.get("path_template")
+    for route in app.routes if app is not None else []:
+        if route.path_format == template:
+            return ", ".join(sorted(route.methods))
+    return None

@@ -15,7 +15,7 @@ from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.core.schemas import PinIn
 from app.core.service import CoreService, pinned_id
 from app.memory.repository import MemoryFilter
-from app.memory.schemas import memory_to_wire
+from app.memory.schemas import memory_to_wire, nfc_names
 
 BASES = ("/memories/core", "/core-memories", "/core")
 DEFAULT_LIMIT = 100
@@ -38,7 +38,10 @@ class CoreController(Controller):
         agent_id: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
         f = MemoryFilter(
-            wallet=request.user, namespace=namespace, session_id=session_id, agent_id=agent_id
+            wallet=request.user,
+            namespace=nfc_names(namespace),
+            session_id=session_id,
+            agent_id=agent_id,
         )
         rows, total = await core_memories.list_core(conn, f, limit, offset)
         return {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -48,6 +49,9 @@ class StrictStruct(Struct, omit_defaults=True):
     """A request body: strict about the fields it knows (types, limits; a 422 otherwise) and
     deaf to the ones it does not. MemoClaw's API ignores unknown fields and its own clients rely
     on that (the CLI and MCP server send extra ones), so refusing them would break them."""
+
+    def __post_init__(self) -> None:
+        normalise_names(self)
 
 
 class StoreIn(StrictStruct):
@@ -147,6 +151,34 @@ class SearchIn(StrictStruct):
 
 
 # ---- checks msgspec cannot express -------------------------------------------------------------
+
+# Fields that name a grouping: one spelling per name, so NFC "café" and NFD "café" are one
+# namespace (and one tag). Content and other text are kept as sent.
+NAME_FIELDS = ("namespace", "tags")
+
+
+def nfc(value: str) -> str:
+    return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
+
+
+def nfc_names(value: Any) -> Any:
+    """A namespace or tags value (a string, a list of strings, None) in Unicode NFC."""
+    if isinstance(value, str):
+        return nfc(value)
+    if isinstance(value, list):
+        return [nfc(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+def normalise_names(struct: Struct) -> None:
+    """NFC for every body's namespace and tags (metadata.tags included), as it is decoded."""
+    for name in NAME_FIELDS:
+        value = getattr(struct, name, None)
+        if value is not None:
+            setattr(struct, name, nfc_names(value))
+    metadata = getattr(struct, "metadata", None)
+    if isinstance(metadata, dict) and "tags" in metadata:
+        metadata["tags"] = nfc_names(metadata["tags"])
 
 
 def reject_nul(value: Any, path: str = "$") -> None:

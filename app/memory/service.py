@@ -32,6 +32,7 @@ from app.memory.schemas import (
     UpdateIn,
     check_metadata,
     check_tags,
+    nfc_names,
     parse_future_time,
     parse_metadata_filter,
     parse_moment,
@@ -739,11 +740,11 @@ def list_filter(
     now = now_utc()
     return MemoryFilter(
         wallet=wallet,
-        namespace=namespace,
+        namespace=nfc_names(namespace),
         session_id=session_id,
         agent_id=agent_id,
         memory_types=[memory_type] if memory_type else None,
-        tags=split_tags(",".join(tags)) if tags else None,
+        tags=nfc_names(split_tags(",".join(tags))) if tags else None,
         after=parse_moment(after, "after", now),
         before=parse_moment(before, "before", now),
         pinned=pinned,

@@ -9,7 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery, QueryParameter
 
 from app.api.params import Conn, WalletRequest
-from app.memory.schemas import memory_to_wire
+from app.memory.schemas import memory_to_wire, nfc_names
 from app.suggested.repository import SuggestionFilter
 from app.suggested.service import (
     DEFAULT_LIMIT,
@@ -37,7 +37,7 @@ class SuggestedController(Controller):
         agent_id: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
         f = SuggestionFilter(
-            wallet=request.user, namespace=namespace, session_id=session_id,
+            wallet=request.user, namespace=nfc_names(namespace), session_id=session_id,
             agent_id=agent_id, category=category,
         )  # fmt: skip
         rows, counts, total = await suggestions.suggested(conn, f, limit)

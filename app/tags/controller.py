@@ -9,6 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery
 
 from app.api.params import Conn, WalletRequest
+from app.memory.schemas import nfc_names
 from app.tags.service import TagService
 
 
@@ -26,7 +27,9 @@ class TagController(Controller):
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
-        counted = await tag_index.tag_counts(conn, request.user, namespace, session_id, agent_id)
+        counted = await tag_index.tag_counts(
+            conn, request.user, nfc_names(namespace), session_id, agent_id
+        )
         return {
             "tags": [{"tag": tag, "count": count} for tag, count in counted],
             "counts": dict(counted),
