@@ -1,6 +1,7 @@
 """A local x402 facilitator over HTTP (POST /verify, POST /settle, GET /supported), backed by
 x402's own in-process facilitator on the dev chain: the remote-facilitator path, offline.
-Every request body is recorded so tests can check what Engram sent."""
+Every request body is recorded so tests can check what Engram sent, and a test can hold
+/verify or /settle (`held(path)`) to catch a request in the middle of paying."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class _Handler(JsonHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         self.server.requests.append({"path": self.path, "body": body})
+        self.server.gates[self.path].wait(timeout=60)
         payload = PaymentPayload.model_validate(body["paymentPayload"])
         requirements = PaymentRequirements.model_validate(body["paymentRequirements"])
         if self.path == "/verify":
@@ -48,7 +50,18 @@ class LocalFacilitatorServer(ThreadingHTTPServer):
         config = ExactEvmSchemeConfig(simulate_in_settle=True)
         self.facilitator.register([network], ExactEvmFacilitatorScheme(signer, config))
         self.requests: list[dict[str, Any]] = []
+        self.gates = {path: threading.Event() for path in ("/verify", "/settle")}
+        for gate in self.gates.values():
+            gate.set()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def held(self, path: str) -> threading.Event:
+        """Hold requests to `path` until the returned event is set."""
+        self.gates[path].clear()
+        return self.gates[path]
+
+    def received(self, path: str) -> bool:
+        return any(r["path"] == path for r in self.requests)
 
     @property
     def url(self) -> str:

@@ -7,6 +7,7 @@ import re
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -40,16 +41,25 @@ def deep_metadata(depth: int) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def engram(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """(base URL, log file) of one `engram serve` for the module; stopping it checks the log
+    holds no traceback (a 500 logs one)."""
     data = tmp_path_factory.mktemp("hostile")
     log = data / "serve.log"
     proc, url = start_serve(
         data, log, ENGRAM_DATABASE_URL=database_url, ENGRAM_RATE_LIMIT_PER_MINUTE="0"
     )
     try:
-        yield url
+        yield url, log
     finally:
         stop_serve(proc, data, log)
+
+
+@pytest.fixture(scope="module")
+def server(engram: tuple[str, Path]) -> str:
+    return engram[0]
 
 
 def assert_alive(url: str) -> None:
@@ -276,3 +286,43 @@ def test_namespaces_and_tags_are_one_name_whatever_the_unicode_form(server: str)
     # content keeps the form it was sent in
     r = httpx.post(f"{server}/v1/store", headers=h, json={"content": f"about {NFD_CAFE}"})
     assert r.json()["content"] == f"about {NFD_CAFE}"
+
+
+# ---- defect 5: parameters checked before the transaction opens -----------------------------
+
+# The dependencies every handler may share a batch with the transaction: they hand out services
+# built at startup and cannot fail (app/asgi.py `_from_state`).
+INFALLIBLE_DEPENDENCIES = {
+    "memory_service", "free_tier", "ingest", "consolidation", "contexts", "relation_service",
+    "transfers", "suggestions", "core_memories", "tag_index", "sessions", "wallet_verifier",
+}  # fmt: skip
+
+
+def test_no_dependency_that_can_fail_runs_beside_the_transaction() -> None:
+    """Litestar resolves a batch of dependencies in one anyio task group: one failing (a 422)
+    cancels the transaction beside it half-way. Every dependency that checks input must come in
+    an earlier batch."""
+    app = create_app(Settings(database_url="postgresql://unused/unused"))
+    checked = 0
+    for route in app.routes:
+        for method, (_, kwargs_model) in getattr(route, "route_handler_map", {}).items():
+            for batch in kwargs_model.dependency_batches:
+                keys = {d.key for d in batch}
+                if "conn" in keys:
+                    checked += 1
+                    assert keys - {"conn"} <= INFALLIBLE_DEPENDENCIES, (method, route.path, keys)
+    assert checked >= 40  # the walk saw the API's handlers
+
+
+def test_bad_filter_parameters_leave_no_transaction_open(engram: tuple[str, Path]) -> None:
+    url, log = engram
+    key = Account.create().key.hex()
+    for path, params in [
+        ("/v1/memories", {"after": "garbage"}),
+        ("/v1/memories/count", {"before": "garbage"}),
+        ("/v1/memories", {"memory_type": "nonsense"}),
+    ]:
+        for _ in range(5):
+            assert_validation_error(httpx.get(f"{url}{path}", params=params, headers=signed(key)))
+    assert httpx.get(f"{url}/v1/memories", headers=signed(key)).status_code == 200
+    assert "Resetting connection with an active transaction" not in log.read_text()

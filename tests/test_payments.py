@@ -15,8 +15,10 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+import redis.asyncio as redis
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar import Litestar
@@ -412,6 +414,67 @@ def test_random_nonce_helper_is_random() -> None:
 
 
 # ---- a remote facilitator ----------------------------------------------------------------------
+
+
+async def _claims(nonce: str) -> list[bytes]:
+    """The payment claims held in Redis for an authorization nonce."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return list(await client.keys(f"engram:x402:*{nonce}"))
+    finally:
+        await client.aclose()
+
+
+async def _wait_for(condition: Any, timeout: float = 30) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+@pytest.mark.parametrize("cancelled_in", ["/verify", "/settle"])
+async def test_a_cancelled_paid_request_releases_its_claim(
+    settings, chain, pay_to, payer, database_url, cancelled_in: str
+) -> None:
+    """Litestar resolves dependencies in an anyio task group and cancels them all when one fails;
+    anyio then cancels every later await too. A paid request cancelled while its payment is
+    verified still releases its claim on the (payer, nonce), and the same proof pays later; one
+    cancelled while it settles still settles, commits and records the payment (never lost)."""
+    with LocalFacilitatorServer(chain.relayer.key.hex(), chain.rpc_url, "eip155:8453") as remote:
+        app = create_app(replace(settings, free_tier_calls=0, x402_pay_to=pay_to,
+                                 x402_facilitator_url=remote.url, redis_url=REDIS_URL))  # fmt: skip
+        # httpx's ASGI transport runs the app in the caller's task, so a cancel reaches it
+        async with (
+            app.lifespan(),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://engram", timeout=60
+            ) as client,
+        ):
+            body = {"content": f"Cancelled paid memory {uuid.uuid4()}"}
+            r = await _challenge(client, payer, body=body)  # type: ignore[arg-type]
+            nonce = "0x" + secrets.token_hex(32)
+            name, value = sign_proof(payer, offer_of(r), nonce=nonce)
+            headers = {**auth(payer), name: value}
+            gate = remote.held(cancelled_in)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(lambda: client.post("/v1/store", json=body, headers=headers))
+                    await _wait_for(lambda: remote.received(cancelled_in))
+                    assert await _claims(nonce), "the request holds the payment's claim"
+                    tg.cancel_scope.cancel()
+                    if cancelled_in == "/settle":
+                        gate.set()  # settling, once begun, runs to its end
+            finally:
+                gate.set()
+            assert await _claims(nonce) == []
+            settled = cancelled_in == "/settle"
+            assert await count_memories(database_url, payer.address) == int(settled)
+            assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE * settled
+            # the same proof now pays (after verify) or replays the settled call (after settle)
+            r = await client.post("/v1/store", json=body, headers=headers)
+            assert r.status_code == 201, r.text
+            assert (r.headers.get("x-idempotent-replay") == "true") is settled
+    assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
+    assert await count_memories(database_url, payer.address) == 1
 
 
 async def test_remote_facilitator_over_http(settings, chain, pay_to, payer, database_url) -> None:

@@ -4,12 +4,21 @@ Before committing, the request's charge is settled (a free-tier call consumed, o
 payment settled on chain and written to the ledger). If settling fails the transaction rolls
 back and the client gets the error, so no work is kept unpaid; if the handler fails, nothing is
 settled.
+
+Cancellation: Litestar resolves a handler's dependencies in an anyio task group, which cancels
+the others when one fails, and anyio's cancellation hits every later `await` too. So the parts
+that must finish once begun are shielded: the rollback and the release of a payment's in-flight
+lock, and settle-then-commit (a payment settled on chain must reach the ledger). Dependencies
+that check parameters run before the transaction opens (`transaction_after`), so a 422 never
+cancels an open one.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
 
+import anyio
 import asyncpg
 
 from app.api.params import MaybeWalletRequest
@@ -30,9 +39,8 @@ def commit_may_be_relaxed(asked: bool, charge: Charge) -> bool:
     return asked and charge.kind != "x402"
 
 
-async def provide_transaction(
-    request: MaybeWalletRequest,
-) -> AsyncGenerator[asyncpg.Connection, None]:
+@asynccontextmanager
+async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     gate: PaymentGate = request.app.state.payment_gate
     async with pool.acquire() as conn:
@@ -42,13 +50,23 @@ async def provide_transaction(
         try:
             charge = await gate.authorize(request, conn)
             yield conn
-            await gate.settle(request, conn, charge)
-            if commit_may_be_relaxed(bool(request.state.get(RELAXED_COMMIT_STATE)), charge):
-                await conn.execute("SET LOCAL synchronous_commit = off")
+            with anyio.CancelScope(shield=True):
+                await gate.settle(request, conn, charge)
+                if commit_may_be_relaxed(bool(request.state.get(RELAXED_COMMIT_STATE)), charge):
+                    await conn.execute("SET LOCAL synchronous_commit = off")
         except BaseException:
-            await tx.rollback()
+            with anyio.CancelScope(shield=True):
+                await tx.rollback()
             raise
         else:
-            await tx.commit()
+            with anyio.CancelScope(shield=True):  # no await between settle and here
+                await tx.commit()
         finally:
             await gate.release(charge)  # only after commit: a retry then finds the ledger row
+
+
+async def provide_transaction(
+    request: MaybeWalletRequest,
+) -> AsyncGenerator[asyncpg.Connection, None]:
+    async with request_transaction(request) as conn:
+        yield conn

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any, Literal
 
 import asyncpg
@@ -10,8 +11,8 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.params import Conn, Offset, PageLimit, WalletRequest
-from app.db.transaction import relax_commit
+from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
+from app.db.transaction import relax_commit, request_transaction
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
     MAX_SEARCH_QUERY_CHARS,
@@ -63,7 +64,20 @@ def provide_memory_filter(
     )  # fmt: skip
 
 
-MEMORY_FILTER = {"memory_filter": Provide(provide_memory_filter, sync_to_thread=False)}
+async def provide_transaction_after_filter(
+    request: MaybeWalletRequest, memory_filter: NamedDependency[MemoryFilter]
+) -> AsyncGenerator[asyncpg.Connection, None]:
+    """The request transaction, opened only once the filter's parameters are checked: as a
+    sibling of the filter it would be cancelled mid-way by the filter's 422."""
+    async with request_transaction(request) as conn:
+        yield conn
+
+
+# list and count: their query parameters become a filter, checked before the transaction opens
+MEMORY_FILTER = {
+    "memory_filter": Provide(provide_memory_filter, sync_to_thread=False),
+    "conn": Provide(provide_transaction_after_filter),
+}
 SortOrder = Literal["asc", "desc"]
 
 

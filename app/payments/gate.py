@@ -72,7 +72,11 @@ class Gate:
         if payment is not None:
             owner = wallet or payment.proof.authorization.payer
             request.scope["user"] = owner
-            await self._note_remaining(request, conn, owner)
+            try:
+                await self._note_remaining(request, conn, owner)
+            except BaseException:
+                await self.x402.release(payment)  # the caller never learns of this charge
+                raise
             return Charge(kind="x402", wallet=owner, price=price, payment=payment)
         if wallet is None:
             self._require_payment(request, price, "Payment required")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn, Protocol
 
+import anyio
 import asyncpg
 from litestar import Request
 from x402.http.utils import encode_payment_response_header
@@ -166,7 +167,9 @@ class X402Service:
                 request.method, request.url.path, request.url.query or "", body
             ),
         )
-        if not await self.guard.acquire(conn, charge.guard_key):
+        with anyio.CancelScope(shield=True):  # a claim taken is a claim known, so released
+            held = await self.guard.acquire(conn, charge.guard_key)
+        if not held:
             raise Conflict(
                 "This payment is being processed by another request; retry shortly to get its"
                 " result",
@@ -177,7 +180,7 @@ class X402Service:
             await self._refuse_reuse(request, conn, charge)
             await self._verify(request, charge)
         except BaseException:
-            await self.guard.release(charge.guard_key)
+            await self.release(charge)
             raise
         return charge
 
@@ -280,4 +283,7 @@ class X402Service:
         request.state[PAID_RESPONSE_HEADERS_STATE] = receipt_header(charge, receipt)
 
     async def release(self, charge: X402Charge) -> None:
-        await self.guard.release(charge.guard_key)
+        """Let go of the charge's (payer, nonce); runs to its end even in a cancelled request
+        (Litestar cancels a request's dependencies when one of them fails)."""
+        with anyio.CancelScope(shield=True):
+            await self.guard.release(charge.guard_key)
