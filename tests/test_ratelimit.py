@@ -309,10 +309,16 @@ async def test_zero_disables_the_overall_limit_only(clock: Clock) -> None:
         assert_429(await c.get("/strict", headers=headers), STRICT, clock.reset, 50)
 
 
-async def test_a_store_outage_lets_requests_through(clock: Clock) -> None:
+async def test_a_store_outage_falls_back_to_per_process_limits(clock: Clock) -> None:
+    """Redis refusing connections: requests are still served, counted in this process, and the
+    limit still holds (issue 11: it used to fail open)."""
     async with AsyncTestClient(app=tiny_app(RedisStore("redis://127.0.0.1:1/0"), clock)) as c:
-        r = await c.get("/plain", headers=auth(Account.create()))
-    assert r.status_code == 200 and "x-ratelimit-limit" not in r.headers
+        headers = auth(Account.create())
+        for i in range(LIMIT):
+            r = await c.get("/plain", headers=headers)
+            assert r.status_code == 200, r.text
+            assert limits(r) == (LIMIT, LIMIT - i - 1, clock.reset)
+        assert_429(await c.get("/plain", headers=headers), LIMIT, clock.reset, 50)
 
 
 def test_limits_are_validated() -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any, TypeAlias
 
+import asyncpg
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from app.ai.facts import FactModelError
+from app.shared.store import StoreUnavailable
 
 log = logging.getLogger("engram.errors")
 
@@ -171,6 +173,43 @@ def handle_fact_model_error(_: AnyRequest, exc: FactModelError) -> ErrorResponse
     )  # fmt: skip
 
 
+# What a lost or refused PostgreSQL connection raises (asyncpg SQLSTATE classes 08, which holds
+# "connection was closed in the middle of operation", and 57P; the socket's own errors when
+# nothing listens). A part that is down is not a bug: 503 with Retry-After, never 500. (Not
+# asyncpg's InterfaceError: its subclasses include DataError, bad input a 500 must reveal.)
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+    ConnectionError,
+)
+# How long a client should wait before trying again when a part is down.
+OUTAGE_RETRY_AFTER_SECONDS = 5
+
+
+class PartUnavailable(ServiceUnavailable):
+    """A part Engram needs (the database, Redis) is down: 503 with Retry-After."""
+
+    def __init__(self, part: str) -> None:
+        super().__init__(
+            f"{part} is unavailable; nothing was changed or charged, retry shortly",
+            {"unavailable": part},
+            {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)},
+        )
+
+
+def handle_database_down(request: AnyRequest, exc: Exception) -> ErrorResponse:
+    log.warning("database unavailable: %r", exc)
+    return handle_api_error(request, PartUnavailable("database"))
+
+
+def handle_store_unavailable(request: AnyRequest, exc: StoreUnavailable) -> ErrorResponse:
+    log.warning("shared store unavailable: %s", exc)
+    return handle_api_error(request, PartUnavailable("redis"))
+
+
 def handle_unexpected(_: AnyRequest, exc: Exception) -> ErrorResponse:
     log.exception("unhandled error", exc_info=exc)
     return _render(
@@ -187,5 +226,7 @@ EXCEPTION_HANDLERS = {
     ApiError: handle_api_error,
     FactModelError: handle_fact_model_error,
     HTTPException: handle_http_exception,
+    StoreUnavailable: handle_store_unavailable,
+    **dict.fromkeys(DATABASE_DOWN, handle_database_down),
     Exception: handle_unexpected,
 }

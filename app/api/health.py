@@ -7,11 +7,13 @@ from typing import Any
 from litestar import get
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.errors import ServiceUnavailable
+from app.api.errors import OUTAGE_RETRY_AFTER_SECONDS, ServiceUnavailable
 from app.api.params import MaybeWalletRequest
 from app.api.ratelimit import unlimited
 from app.auth.middleware import EXCLUDE_OPT_KEY
 from app.db import repository
+
+RETRY = {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)}
 
 
 @get(
@@ -23,11 +25,16 @@ async def health(request: MaybeWalletRequest) -> dict[str, Any]:
         async with state.pool.acquire(timeout=5) as conn:
             await repository.ping(conn)
     except Exception as exc:
-        raise ServiceUnavailable("Database unreachable", {"database": str(exc)}) from exc
+        raise ServiceUnavailable("Database unreachable", {"database": str(exc)}, RETRY) from exc
     try:
         await state.shared.ping()
     except Exception as exc:
-        raise ServiceUnavailable("Redis unreachable", {"redis": str(exc)}) from exc
+        raise ServiceUnavailable(
+            "Redis unreachable: rate limits are counted per process and payment claims held in"
+            " PostgreSQL until it is back",
+            {"redis": str(exc)},
+            RETRY,
+        ) from exc
     return {
         "status": "ok",
         "database": "ok",

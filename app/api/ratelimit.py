@@ -12,6 +12,10 @@ traffic is limited too. The IP is the socket peer's: behind a proxy, run uvicorn
 --proxy-headers/--forwarded-allow-ips so it is the real client's. Unlimited: handlers marked
 `unlimited()` (/health: probes must never be refused), the OpenAPI docs, and requests refused
 before routing (404/405) or by the auth middleware (401), which run outside this middleware.
+
+A Redis outage (a failed call, or the store's circuit open): the request is counted in this
+process's own windows instead, so limits still hold per instance (with N instances a wallet can
+make up to N times its limit until Redis is back), and counting returns to Redis by itself.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import RateLimitExceeded
-from app.shared.store import SharedStore
+from app.shared.store import InProcessStore, SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.ratelimit")
 
@@ -121,6 +125,7 @@ class RateLimitMiddleware(ASGIMiddleware):
         if per_minute < 0:
             raise ValueError("the overall rate limit cannot be negative (0 disables it)")
         self.store = store
+        self.local = InProcessStore()  # counts while the shared store is unavailable
         self.per_minute = per_minute
         self.clock = clock
 
@@ -133,15 +138,14 @@ class RateLimitMiddleware(ASGIMiddleware):
         now = self.clock()
         window_start = int(now // WINDOW_SECONDS) * WINDOW_SECONDS
         reset = window_start + WINDOW_SECONDS
+        caller, route_name = _caller(scope), str(route_handler)
         try:
-            counts = await self._count(
-                _caller(scope), str(route_handler), route_limit, window_start
-            )
-        except Exception:
-            # Fail open: a shared-store outage must not take the whole API down with it.
-            log.warning("rate limit store unavailable; request not counted", exc_info=True)
-            await next_app(scope, receive, send)
-            return
+            counts = await self._count(self.store, caller, route_name, route_limit, window_start)
+        except StoreUnavailable as exc:
+            # Per-process limits until the shared store is back (module docstring).
+            if not exc.circuit_open:
+                log.warning("rate limits counted in this process: %s", exc)
+            counts = await self._count(self.local, caller, route_name, route_limit, window_start)
 
         exceeded = [c for c in counts if c.exceeded]
         # Report the tighter bucket: the fewest requests left, then the smaller limit.
@@ -168,17 +172,22 @@ class RateLimitMiddleware(ASGIMiddleware):
         await next_app(scope, receive, send_with_headers)
 
     async def _count(
-        self, caller: str, route_name: str, route_limit: int | None, window_start: int
+        self,
+        store: SharedStore,
+        caller: str,
+        route_name: str,
+        route_limit: int | None,
+        window_start: int,
     ) -> list[BucketCount]:
         # The window start is in the key: each minute counts afresh, on every instance alike.
         counts: list[BucketCount] = []
         if self.per_minute:
-            overall = await self.store.hit(f"ratelimit:{caller}:all:{window_start}", WINDOW_SECONDS)
+            overall = await store.hit(f"ratelimit:{caller}:all:{window_start}", WINDOW_SECONDS)
             counts.append(BucketCount(self.per_minute, overall))
             if overall > self.per_minute:
                 return counts  # refused anyway: do not spend the route's own budget too
         if route_limit is not None:
-            own = await self.store.hit(
+            own = await store.hit(
                 f"ratelimit:{caller}:route:{route_name}:{window_start}", WINDOW_SECONDS
             )
             counts.append(BucketCount(route_limit, own))

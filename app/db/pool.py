@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import asyncpg
@@ -22,12 +23,31 @@ SESSION_SETTINGS = {
 }
 
 
+def _one_line_reconnect_warnings(record: logging.LogRecord) -> bool:
+    """While the database is down, asyncpg's pool retries its minimum connections and logs each
+    failed attempt with a full traceback; one line says the same (the 503s say the rest)."""
+    if record.exc_info and record.getMessage().startswith("Failed to restore the pool"):
+        exc = record.exc_info[1]
+        record.msg = f"{record.getMessage()}: {exc!r}"
+        record.args = ()
+        record.exc_info = None
+    return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_one_line_reconnect_warnings)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
     for json_type in ("json", "jsonb"):
         await conn.set_type_codec(
             json_type, encoder=_dump_json, decoder=json.loads, schema="pg_catalog"
         )
+
+
+# Connecting gives up after this long (asyncpg's default is 60 s): with the database down a
+# request answers 503 promptly instead of hanging.
+CONNECT_TIMEOUT_SECONDS = 5
 
 
 async def create_pool(dsn: str, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
@@ -39,6 +59,7 @@ async def create_pool(dsn: str, min_size: int = 2, max_size: int = 20) -> asyncp
         max_size=max_size,
         init=_init_connection,
         command_timeout=60,
+        timeout=CONNECT_TIMEOUT_SECONDS,
         server_settings=SESSION_SETTINGS,
     )
     assert pool is not None

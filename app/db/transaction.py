@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 import anyio
 import asyncpg
 
+from app.api.errors import DATABASE_DOWN, PartUnavailable
 from app.api.params import MaybeWalletRequest
 from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
 
@@ -29,6 +30,9 @@ from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
 # those counts and, at worst, the one free-tier call the request used; a recorded x402 payment
 # always commits durably.
 RELAXED_COMMIT_STATE = "relaxed_commit"
+# Taking a connection fails this way when the database is down: nothing listens (OSError), the
+# connect timed out, or the server refuses (starting, shutting down, too many clients).
+CONNECT_FAILURES: tuple[type[Exception], ...] = (OSError, TimeoutError, *DATABASE_DOWN)
 
 
 def relax_commit(request: AnyRequest) -> None:
@@ -43,10 +47,15 @@ def commit_may_be_relaxed(asked: bool, charge: Charge) -> bool:
 async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     gate: PaymentGate = request.app.state.payment_gate
-    async with pool.acquire() as conn:
+    try:
+        conn: asyncpg.Connection = await pool.acquire()
+    except CONNECT_FAILURES as exc:
+        # nothing listens, or the pool cannot connect in time: a 503, before any work
+        raise PartUnavailable("database") from exc
+    charge = NO_CHARGE
+    try:
         tx = conn.transaction()
         await tx.start()
-        charge = NO_CHARGE
         try:
             charge = await gate.authorize(request, conn)
             yield conn
@@ -61,8 +70,10 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
         else:
             with anyio.CancelScope(shield=True):  # no await between settle and here
                 await tx.commit()
-        finally:
+    finally:
+        with anyio.CancelScope(shield=True):
             await gate.release(charge)  # only after commit: a retry then finds the ledger row
+            await pool.release(conn)
 
 
 async def provide_transaction(

@@ -32,7 +32,7 @@ from app.payments.facilitators import Facilitator
 from app.payments.network import Network
 from app.payments.offers import Offer, challenge
 from app.payments.proofs import PaymentRejected, Proof, check_against_offer, read_proof
-from app.shared.store import SharedStore
+from app.shared.store import SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.payments")
 
@@ -60,17 +60,48 @@ class PostgresGuard:
 
 
 class SharedStoreGuard:
-    """Redis (when configured): a claim that outlives no request by more than its TTL."""
+    """Redis (when configured): a claim that outlives no request by more than its TTL.
+
+    While Redis is unavailable, claims are taken as PostgreSQL advisory locks instead (the
+    no-Redis mode's guard). In the moments an outage begins or ends one instance may hold a
+    nonce in Redis while another holds it in PostgreSQL; both may then run the handler, but only
+    one payment can settle (the token's nonce is single-use on chain, and the ledger's unique
+    key refuses a second row), so the other is rolled back with a 402 and its retry replays.
+    A release that fails is retried before this instance's next claim (else the claim would
+    stall retries of that payment until its TTL)."""
 
     def __init__(self, store: SharedStore, ttl_seconds: float) -> None:
         self.store = store
         self.ttl_seconds = ttl_seconds
+        self.fallback = PostgresGuard()
+        self._in_postgres: set[str] = set()
+        self._unreleased: set[str] = set()
 
     async def acquire(self, conn: asyncpg.Connection, key: str) -> bool:
-        return await self.store.claim(f"x402:{key}", self.ttl_seconds)
+        try:
+            await self._release_leftovers()
+            return await self.store.claim(f"x402:{key}", self.ttl_seconds)
+        except StoreUnavailable as exc:
+            if not exc.circuit_open:
+                log.warning("payment claims in PostgreSQL while Redis is unavailable: %s", exc)
+        held = await self.fallback.acquire(conn, key)
+        if held:
+            self._in_postgres.add(key)
+        return held
 
     async def release(self, key: str) -> None:
-        await self.store.release(f"x402:{key}")
+        if key in self._in_postgres:
+            self._in_postgres.discard(key)  # the transaction's end released it
+            return
+        try:
+            await self.store.release(f"x402:{key}")
+        except StoreUnavailable:
+            self._unreleased.add(key)
+
+    async def _release_leftovers(self) -> None:
+        for key in list(self._unreleased):
+            await self.store.release(f"x402:{key}")
+            self._unreleased.discard(key)
 
 
 @dataclass(frozen=True)

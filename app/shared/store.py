@@ -2,15 +2,45 @@
 
 Two primitives cover what payments and rate limits need: `claim` (a key held by one holder for a
 while: one in-flight request per payment nonce) and `hit` (a fixed-window counter).
+
+Redis can fail: refuse connections, or freeze. Every Redis call has a short socket timeout and
+no retries, and runs behind a circuit breaker (purgatory): after a few failures in a row the
+circuit opens and calls fail at once with `StoreUnavailable` for a few seconds, then one trial
+call decides whether it closes. Callers choose their fallback (rate limits count per process,
+payment claims move to PostgreSQL advisory locks); nobody waits on a dead Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
 import redis.asyncio as redis
+from purgatory import AsyncCircuitBreakerFactory
+from purgatory.domain.model import OpenedState
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+T = TypeVar("T")
+
+# A healthy Redis answers in well under a millisecond; a frozen one must not hold a request for
+# redis-py's default 5 s (issue 11: paid calls outlived their clients that way).
+REDIS_SOCKET_TIMEOUT_SECONDS = 0.25
+# Consecutive failures that open the circuit, and how long it stays open before a trial call.
+BREAKER_FAILURES = 3
+BREAKER_OPEN_SECONDS = 5
+
+
+class StoreUnavailable(Exception):
+    """The shared store cannot be used right now (a call failed, or the circuit is open)."""
+
+    def __init__(self, message: str, circuit_open: bool = False) -> None:
+        super().__init__(message)
+        self.circuit_open = circuit_open  # already known to be down: not worth a log line
+
 
 _SWEEP_INTERVAL_SECONDS = 60.0
 
@@ -90,27 +120,58 @@ class InProcessStore:
 
 
 class RedisStore:
-    def __init__(self, url: str, prefix: str = "engram:") -> None:
-        self._redis = redis.Redis.from_url(url)
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "engram:",
+        socket_timeout: float = REDIS_SOCKET_TIMEOUT_SECONDS,
+        breaker_open_seconds: float = BREAKER_OPEN_SECONDS,
+    ) -> None:
+        self._redis = redis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 0),  # fail fast: the breaker decides when to try again
+        )
         self._prefix = prefix
+        self._breakers = AsyncCircuitBreakerFactory(
+            default_threshold=BREAKER_FAILURES, default_ttl=breaker_open_seconds
+        )
+
+    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async with await self._breakers.get_breaker("redis"):
+                return await call()
+        except OpenedState as exc:
+            raise StoreUnavailable("Redis circuit open after repeated failures", True) from exc
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"Redis unavailable: {exc}") from exc
 
     async def claim(self, key: str, ttl_seconds: float) -> bool:
-        ok = await self._redis.set(self._prefix + key, b"1", nx=True, px=int(ttl_seconds * 1000))
+        full = self._prefix + key
+        ok = await self._call(
+            lambda: self._redis.set(full, b"1", nx=True, px=int(ttl_seconds * 1000))
+        )
         return bool(ok)
 
     async def release(self, key: str) -> None:
-        await self._redis.delete(self._prefix + key)
+        full = self._prefix + key
+        await self._call(lambda: self._redis.delete(full))
 
     async def hit(self, key: str, window_seconds: int) -> int:
         full = self._prefix + key
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(full)
-            pipe.expire(full, window_seconds, nx=True)
-            count, _ = await pipe.execute()
-        return int(count)
+
+        async def count() -> int:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incr(full)
+                pipe.expire(full, window_seconds, nx=True)
+                counted, _ = await pipe.execute()
+            return int(counted)
+
+        return await self._call(count)
 
     async def ping(self) -> bool:
-        return bool(await self._redis.ping())
+        return bool(await self._call(self._redis.ping))
 
     async def close(self) -> None:
         await self._redis.aclose()
