@@ -15,6 +15,7 @@ cancels an open one.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,6 +25,9 @@ import asyncpg
 from app.api.errors import DATABASE_DOWN, PartUnavailable
 from app.api.params import MaybeWalletRequest
 from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
+from app.payments.service import SETTLED_ON_CHAIN_STATE
+
+log = logging.getLogger("engram.payments")
 
 # Set by a handler whose own writes are bookkeeping only (recall's access counts): its commit
 # need not wait for the WAL flush. A crash in the next ~200 ms (wal_writer_delay) may then forget
@@ -70,6 +74,14 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
         else:
             with anyio.CancelScope(shield=True):  # no await between settle and here
                 await tx.commit()
+    except BaseException:
+        if request.state.get(SETTLED_ON_CHAIN_STATE):
+            # Settled, then failed before the commit ended (commit is the try's last step): only
+            # the database lost at that moment does this. The money moved but the ledger row did
+            # not commit; logged with what an operator needs to reconcile.
+            log.error("payment settled on chain but not recorded: %s, tx %s",
+                      charge, request.state[SETTLED_ON_CHAIN_STATE])  # fmt: skip
+        raise
     finally:
         with anyio.CancelScope(shield=True):
             await gate.release(charge)  # only after commit: a retry then finds the ledger row

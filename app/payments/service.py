@@ -39,6 +39,8 @@ log = logging.getLogger("engram.payments")
 PAYMENT_RESPONSE_HEADER = {2: "PAYMENT-RESPONSE", 1: "X-PAYMENT-RESPONSE"}
 CAPTURED_RESPONSE_STATE = "captured_response"
 PAID_RESPONSE_HEADERS_STATE = "paid_response_headers"
+# The transaction hash once a payment has settled on chain (before its ledger row commits).
+SETTLED_ON_CHAIN_STATE = "settled_on_chain"
 
 
 class InFlightGuard(Protocol):
@@ -292,6 +294,7 @@ class X402Service:
             )
         status, body = request.state.get(CAPTURED_RESPONSE_STATE) or (None, None)
         auth = charge.proof.authorization
+        request.state[SETTLED_ON_CHAIN_STATE] = receipt.transaction
         await repository.record_settled(
             conn,
             repository.SettledPayment(
