@@ -27,6 +27,7 @@ from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
 from app.auth.session import SessionTokens, parse_keys
 from app.auth.signature import WalletVerifier
+from app.auth.siwx import SiwxVerifier
 from app.config import Settings
 from app.consolidate.controller import ConsolidateController
 from app.consolidate.service import ConsolidateService
@@ -124,6 +125,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         else PostgresGuard(),
         max_timeout_seconds=settings.x402_max_timeout_seconds,
     )
+    siwx = SiwxVerifier(network.caip2, settings.auth_window_seconds)
 
     mcp = McpEndpoint(_version())
 
@@ -161,6 +163,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "tag_index": TagService(),
             "sessions": sessions,
             "wallet_verifier": wallet_verifier,
+            "siwx": siwx,
             "version": _version(),
         }
     )
@@ -205,12 +208,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
                     "tag_index",
                     "sessions",
                     "wallet_verifier",
+                    "siwx",
                 )
             },
         },
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
         middleware=[
-            WalletAuthMiddleware(wallet_verifier, sessions),
+            WalletAuthMiddleware(wallet_verifier, sessions, siwx, settings.public_url),
             RateLimitMiddleware(shared, settings.rate_limit_per_minute),
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]

@@ -48,7 +48,10 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     free_tier_calls: int = 100
-    auth_window_seconds: int = 300
+    auth_window_seconds: int = 300  # x-wallet-auth validity; 1..300 (app/auth/signature.py)
+    # The origin clients reach this server at (scheme://host[:port]), which Sign-In-With-X
+    # proofs must name; unset: the origin each request was sent to (its Host header).
+    public_url: str | None = None
     # Session JWT keys, `kid:secret` or `secret`; the first signs, all verify (app/auth/session.py).
     # Empty: one secret generated on first start and kept in the database's engram_settings.
     jwt_secrets: tuple[str, ...] = field(default=(), repr=False)
@@ -116,6 +119,8 @@ class Settings:
                 if entry.strip()
             ),
             session_ttl_seconds=_env_int("ENGRAM_SESSION_TTL_SECONDS", 7 * 86_400),
+            auth_window_seconds=_env_int("ENGRAM_AUTH_WINDOW_SECONDS", 300),
+            public_url=_env("ENGRAM_PUBLIC_URL"),
             rate_limit_per_minute=_env_int("ENGRAM_RATE_LIMIT_PER_MINUTE", OVERALL_PER_MINUTE),
             openai_api_key=_env("OPENAI_API_KEY"),
             embed_base_url=_env("ENGRAM_EMBED_BASE_URL"),

@@ -30,7 +30,9 @@ class _Handler(JsonHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         self.server.requests.append({"path": self.path, "body": body})
-        self.server.gates[self.path].wait(timeout=60)
+        if self.path in self.server.arrived:
+            self.server.arrived[self.path].set()
+            self.server.gates[self.path].wait(timeout=60)
         payload = PaymentPayload.model_validate(body["paymentPayload"])
         requirements = PaymentRequirements.model_validate(body["paymentRequirements"])
         if self.path == "/verify":
@@ -51,6 +53,7 @@ class LocalFacilitatorServer(ThreadingHTTPServer):
         self.facilitator.register([network], ExactEvmFacilitatorScheme(signer, config))
         self.requests: list[dict[str, Any]] = []
         self.gates = {path: threading.Event() for path in ("/verify", "/settle")}
+        self.arrived = {path: threading.Event() for path in self.gates}
         for gate in self.gates.values():
             gate.set()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -60,8 +63,9 @@ class LocalFacilitatorServer(ThreadingHTTPServer):
         self.gates[path].clear()
         return self.gates[path]
 
-    def received(self, path: str) -> bool:
-        return any(r["path"] == path for r in self.requests)
+    def wait_for(self, path: str, seconds: float = 30) -> bool:
+        """Block until a request to `path` has arrived (a held one waits at the gate)."""
+        return self.arrived[path].wait(seconds)
 
     @property
     def url(self) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,10 +17,18 @@ from eth_account import Account
 
 from app.api.body import MAX_JSON_DEPTH, RECURSION_LIMIT, json_depth_exceeds
 from app.asgi import create_app
-from app.auth.signature import sign_header
+from app.auth.signature import (
+    SECP256K1_N,
+    WalletAuthError,
+    WalletVerifier,
+    parse_header,
+    recover_signer,
+    sign_header,
+)
 from app.config import Settings
 from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
 from tests.support.server import start_serve, stop_serve
+from tests.support.siwx import challenge, signed_payload, siwx_header
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}
 # Far past the C stack msgspec can recurse on with py_ecc's 100,000 recursion limit.
@@ -295,6 +305,7 @@ def test_namespaces_and_tags_are_one_name_whatever_the_unicode_form(server: str)
 INFALLIBLE_DEPENDENCIES = {
     "memory_service", "free_tier", "ingest", "consolidation", "contexts", "relation_service",
     "transfers", "suggestions", "core_memories", "tag_index", "sessions", "wallet_verifier",
+    "siwx",
 }  # fmt: skip
 
 
@@ -326,3 +337,136 @@ def test_bad_filter_parameters_leave_no_transaction_open(engram: tuple[str, Path
             assert_validation_error(httpx.get(f"{url}{path}", params=params, headers=signed(key)))
     assert httpx.get(f"{url}/v1/memories", headers=signed(key)).status_code == 200
     assert "Resetting connection with an active transaction" not in log.read_text()
+
+
+# ---- defect 6: wallet auth narrowed, a replay-proof variant, revocable sessions -------------
+
+
+def status_with(server: str, headers: Any) -> httpx.Response:
+    return httpx.get(f"{server}/v1/free-tier/status", headers=headers, timeout=30)
+
+
+def assert_unauthorized(r: httpx.Response, why: str) -> None:
+    assert r.status_code == 401, (r.status_code, r.text)
+    assert r.json()["error"]["code"] == "UNAUTHORIZED"
+    assert why in r.json()["error"]["message"], r.text
+
+
+def test_a_header_from_the_future_is_refused_past_30_seconds(server: str) -> None:
+    account = Account.create()
+    now = int(time.time())
+    assert status_with(
+        server, {"x-wallet-auth": sign_header(account.key.hex(), now + 20)}
+    ).is_success
+    r = status_with(server, {"x-wallet-auth": sign_header(account.key.hex(), now + 45)})
+    assert_unauthorized(r, "in the future")
+
+
+def high_s_twin(header: str) -> str:
+    """The other valid spelling of a header's signature: s -> n - s, v flipped."""
+    address, ts, sig = header.split(":")
+    raw = bytes.fromhex(sig.removeprefix("0x"))
+    s = int.from_bytes(raw[32:64], "big")
+    v = raw[64]
+    twin = raw[:32] + (SECP256K1_N - s).to_bytes(32, "big") + bytes([55 - v if v >= 27 else 1 - v])
+    return f"{address}:{ts}:0x{twin.hex()}"
+
+
+def test_the_high_s_twin_of_a_signature_is_refused(server: str) -> None:
+    header = sign_header(Account.create().key.hex())
+    assert status_with(server, {"x-wallet-auth": header}).is_success
+    twin = high_s_twin(header)
+    assert recover_signer(parse_header(twin)) == header.split(":")[0].lower()  # valid, yet...
+    assert_unauthorized(status_with(server, {"x-wallet-auth": twin}), "high-s")
+    # the SDK's spelling (no 0x) of the canonical signature stays accepted
+    address, ts, sig = header.split(":")
+    no_prefix = f"{address}:{ts}:{sig.removeprefix('0x')}"
+    assert status_with(server, {"x-wallet-auth": no_prefix}).is_success
+
+
+@pytest.mark.parametrize("name", ["x-wallet-auth", "authorization", "sign-in-with-x"])
+def test_an_identity_header_sent_twice_is_refused(server: str, name: str) -> None:
+    account = Account.create()
+    value = {"x-wallet-auth": sign_header(account.key.hex()), "authorization": "Bearer x",
+             "sign-in-with-x": "eA=="}[name]  # fmt: skip
+    r = status_with(server, [(name, value), (name, value)])
+    assert_unauthorized(r, "more than once")
+
+
+def test_the_operator_can_shorten_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_AUTH_WINDOW_SECONDS", "30")
+    settings = Settings.from_env()
+    assert settings.auth_window_seconds == 30
+    verifier = WalletVerifier(settings.auth_window_seconds)
+    key = Account.create().key.hex()
+    now = int(time.time())
+    verifier.verify(sign_header(key, now - 20))
+    with pytest.raises(WalletAuthError, match="Stale"):
+        verifier.verify(sign_header(key, now - 60))
+    with pytest.raises(ValueError, match=r"1\.\.300"):
+        WalletVerifier(301)  # shorten, never lengthen past the contract's 300 s
+
+
+def test_sign_in_with_x_identifies_once_per_nonce(server: str) -> None:
+    account = Account.create()
+    header = siwx_header(account, server)
+    r = status_with(server, header)
+    assert r.status_code == 200, r.text
+    assert r.json()["wallet"] == account.address.lower()
+    assert_unauthorized(status_with(server, header), "already used")  # the replay
+    # a paid route takes it as well (here: a free-tier call)
+    r = httpx.post(f"{server}/v1/store", json={"content": "signed in with x"},
+                   headers=siwx_header(account, server), timeout=30)  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert r.json()["memory"]["user_id"] == account.address.lower()
+
+
+def test_sign_in_with_x_refuses_what_it_must(server: str) -> None:
+    account, other = Account.create(), Account.create()
+    info = challenge(server)
+    cases = {
+        "another site's domain": (signed_payload(account, info, domain="evil.example"), "domain"),
+        "another site's uri": (signed_payload(account, info, uri="https://evil.example"), "uri"),
+        "another chain": (signed_payload(account, info, chainId="eip155:1"), "chain"),
+        "signed by someone else": (signed_payload(account, info, signer=other), "signature"),
+        "a nonce never issued": (signed_payload(account, info, nonce="0123456789abcdef"), "nonce"),
+        "not base64 JSON": ("%%%", "Malformed"),
+    }
+    for name, (header, why) in cases.items():
+        r = status_with(server, {"SIGN-IN-WITH-X": header})
+        assert r.status_code == 401, (name, r.text)
+        assert why in r.json()["error"]["message"], (name, r.text)
+    # none of the forgeries used the nonce up: the genuine proof still works, once
+    genuine = {"SIGN-IN-WITH-X": signed_payload(account, info)}
+    assert status_with(server, genuine).status_code == 200
+    assert status_with(server, genuine).status_code == 401
+
+
+def test_sessions_are_minted_from_sign_in_with_x_and_revoked(server: str) -> None:
+    account = Account.create()
+    r = httpx.post(f"{server}/auth/session", headers=siwx_header(account, server), timeout=30)
+    assert r.status_code == 200, r.text
+    first = {"authorization": f"Bearer {r.json()['token']}"}
+    ts = int(time.time())
+    sig = sign_header(account.key.hex(), ts).split(":")[2]
+    r = httpx.post(f"{server}/auth/session", timeout=30,
+                   json={"address": account.address, "timestamp": ts, "signature": sig})  # fmt: skip
+    assert r.status_code == 200, r.text
+    second = {"authorization": f"Bearer {r.json()['token']}"}
+    assert status_with(server, first).is_success and status_with(server, second).is_success
+    r = httpx.delete(f"{server}/auth/session", headers=first, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["revoked"] is True
+    for token in (first, second):  # every token of the wallet, however it was minted
+        assert_unauthorized(status_with(server, token), "revoked")
+    r = httpx.post(f"{server}/auth/session", headers=siwx_header(account, server), timeout=30)
+    assert status_with(server, {"authorization": f"Bearer {r.json()['token']}"}).is_success
+    # another wallet's tokens are untouched
+    other = Account.create()
+    r = httpx.post(f"{server}/auth/session", headers=siwx_header(other, server), timeout=30)
+    assert status_with(server, {"authorization": f"Bearer {r.json()['token']}"}).is_success
+
+
+def test_a_sign_in_proof_is_required(server: str) -> None:
+    r = httpx.post(f"{server}/auth/session", timeout=30)
+    assert_validation_error(r, "$")

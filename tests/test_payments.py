@@ -425,12 +425,6 @@ async def _claims(nonce: str) -> list[bytes]:
         await client.aclose()
 
 
-async def _wait_for(condition: Any, timeout: float = 30) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.01)
-
-
 @pytest.mark.parametrize("cancelled_in", ["/verify", "/settle"])
 async def test_a_cancelled_paid_request_releases_its_claim(
     settings, chain, pay_to, payer, database_url, cancelled_in: str
@@ -458,7 +452,7 @@ async def test_a_cancelled_paid_request_releases_its_claim(
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(lambda: client.post("/v1/store", json=body, headers=headers))
-                    await _wait_for(lambda: remote.received(cancelled_in))
+                    assert await anyio.to_thread.run_sync(remote.wait_for, cancelled_in)
                     assert await _claims(nonce), "the request holds the payment's claim"
                     tg.cancel_scope.cancel()
                     if cancelled_in == "/settle":

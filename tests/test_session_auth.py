@@ -349,7 +349,7 @@ async def test_generated_secret_is_kept_in_the_database(
         assert (await configured.get("/v1/memories", headers=_bearer(token))).status_code == 401
 
 
-def test_bearer_without_loaded_keys_is_refused(wallet) -> None:
+async def test_bearer_without_loaded_keys_is_refused(wallet) -> None:
     """Without keys (an app whose startup never ran) tokens are refused, not a crash."""
     sessions = SessionTokens()
     assert not sessions.ready
@@ -362,7 +362,7 @@ def test_bearer_without_loaded_keys_is_refused(wallet) -> None:
         "headers": [(b"authorization", b"Bearer x")],
     }
     with pytest.raises(Unauthorized, match="not available"):
-        middleware._identify(scope)
+        await middleware._identify(scope)
 
 
 def test_key_list_parsing() -> None:

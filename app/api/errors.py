@@ -185,6 +185,9 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
     asyncpg.TooManyConnectionsError,
     ConnectionError,
 )
+# Taking a connection fails this way when the database is down: nothing listens (OSError), the
+# connect timed out, or the server refuses (starting, shutting down, too many clients).
+CONNECT_FAILURES: tuple[type[Exception], ...] = (OSError, TimeoutError, *DATABASE_DOWN)
 # How long a client should wait before trying again when a part is down.
 OUTAGE_RETRY_AFTER_SECONDS = 5
 

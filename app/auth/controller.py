@@ -5,18 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Controller, get, post
+from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.errors import Unauthorized
+from app.api.errors import InvalidInput, Unauthorized
 from app.api.params import Conn, MaybeWalletRequest, WalletRequest
+from app.auth import repository
 from app.auth.free_tier import FreeTier
-from app.auth.middleware import EXCLUDE_OPT_KEY, WALLET_HEADER
+from app.auth.middleware import EXCLUDE_OPT_KEY, WALLET_HEADER, origin_of_request
 from app.auth.schemas import SessionIn
 from app.auth.session import SessionTokens
 from app.auth.signature import AUTH_MESSAGE_PREFIX, WalletAuthError, WalletVerifier
+from app.auth.siwx import SIWX_HEADER, SiwxVerifier
 from app.memory.schemas import iso
 
 
@@ -63,18 +65,34 @@ class SessionController(Controller):
     path = "/auth"
     tags = ["auth"]
 
-    # Public: the body carries the wallet's signature, so no header is needed to reach it.
+    # Public: the body (or the SIGN-IN-WITH-X header) carries the wallet's signature.
     @post("/session", opt={EXCLUDE_OPT_KEY: True}, status_code=HTTP_200_OK)
     async def create_session(
         self,
+        request: MaybeWalletRequest,
+        conn: Conn,
         sessions: NamedDependency[SessionTokens],
         wallet_verifier: NamedDependency[WalletVerifier],
-        data: JSONBody[SessionIn],
+        siwx: NamedDependency[SiwxVerifier],
+        data: JSONBody[SessionIn | None] = None,
     ) -> dict[str, Any]:
+        """Trade one signature for a session token: the x-wallet-auth proof as body fields, or a
+        SIGN-IN-WITH-X header (single use: a captured one mints nothing)."""
+        proof = request.headers.get(SIWX_HEADER)
         try:
-            issued = sessions.sign_in(wallet_verifier, data.address, data.timestamp, data.signature)
+            if proof:
+                origin = origin_of_request(request.scope, request.app.state.settings.public_url)
+                wallet = await siwx.verify(conn, proof, origin)
+            elif data is not None:
+                wallet = wallet_verifier.verify(f"{data.address}:{data.timestamp}:{data.signature}")
+            else:
+                raise InvalidInput(
+                    "Send {address, timestamp, signature} or a SIGN-IN-WITH-X header",
+                    {"field": "$"},
+                )
         except WalletAuthError as exc:
             raise Unauthorized(f"Sign-in refused: {exc}") from exc
+        issued = sessions.issue(wallet, version=await repository.token_version(conn, wallet))
         return {
             "token": issued.token,
             "wallet": issued.wallet,
@@ -82,3 +100,17 @@ class SessionController(Controller):
             "token_type": "Bearer",
             "expires_in": sessions.ttl_seconds,
         }
+
+    @delete("/session", status_code=HTTP_200_OK)
+    async def revoke_sessions(self, request: WalletRequest, conn: Conn) -> dict[str, Any]:
+        """Revoke every session token of the calling wallet (on every instance at once)."""
+        version = await repository.revoke_tokens(conn, request.user)
+        return {"revoked": True, "wallet": request.user, "token_version": version}
+
+    @get("/nonce", opt={EXCLUDE_OPT_KEY: True})
+    async def nonce(
+        self, request: MaybeWalletRequest, conn: Conn, siwx: NamedDependency[SiwxVerifier]
+    ) -> dict[str, Any]:
+        """A Sign-In-With-X challenge: sign it as a SIWE message, send it as SIGN-IN-WITH-X."""
+        origin = origin_of_request(request.scope, request.app.state.settings.public_url)
+        return await siwx.challenge(conn, origin)

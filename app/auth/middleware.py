@@ -4,22 +4,32 @@ Rules (memoclaw-api.md, "Identity rules Engram follows"): a bad header is 401 ev
 header is 401 on free routes and passes through on paid routes, where the payment gate answers
 402 (an x402 payment alone identifies a payer). Public handlers set `exclude_from_auth=True`.
 
-`Authorization: Bearer <session token>` (from POST /auth/session, app/auth/session.py) is an
-equal alternative to x-wallet-auth: the same wallet, the same free tier. A bad, expired or
-unknown-key token is 401 like a bad header; both sent and naming different wallets is 401.
-Other Authorization schemes are ignored (they are not Engram's).
+`Authorization: Bearer <session token>` (from POST /auth/session, app/auth/session.py) and
+`SIGN-IN-WITH-X` (app/auth/siwx.py, replay-proof) are equal alternatives to x-wallet-auth: the
+same wallet, the same free tier. A bad, expired, revoked or unknown-key token is 401 like a bad
+header; two identities naming different wallets is 401, and so is any of these headers sent
+twice (which one would count is not for the server to guess). Other Authorization schemes are
+ignored (they are not Engram's).
+
+Bearer tokens and SIGN-IN-WITH-X need the database (the wallet's token version, the nonce); a
+connection is taken for just that, before the request's own transaction.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
 from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from app.api.errors import Unauthorized
-from app.auth.session import SessionTokenError, SessionTokens
+from app.api.errors import CONNECT_FAILURES, PartUnavailable, Unauthorized
+from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
+from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
 from app.payments.prices import price_of
 
 WALLET_HEADER = "x-wallet-auth"
@@ -27,6 +37,7 @@ BEARER_PREFIX = "bearer "
 # RFC 6750 §3: a refused bearer token says so in WWW-Authenticate.
 INVALID_TOKEN_CHALLENGE = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 EXCLUDE_OPT_KEY = "exclude_from_auth"
+IDENTITY_HEADERS = (WALLET_HEADER, "authorization", SIWX_HEADER)
 
 
 class WalletAuthMiddleware(ASGIMiddleware):
@@ -38,52 +49,108 @@ class WalletAuthMiddleware(ASGIMiddleware):
         # Litestar's own OpenAPI handlers cannot carry our opt key; the docs are public.
         return str(scope["path"]).startswith("/docs")
 
-    def __init__(self, verifier: WalletVerifier, sessions: SessionTokens | None = None) -> None:
+    def __init__(
+        self,
+        verifier: WalletVerifier,
+        sessions: SessionTokens | None = None,
+        siwx: SiwxVerifier | None = None,
+        public_url: str | None = None,
+    ) -> None:
         self.verifier = verifier
         self.sessions = sessions
+        self.siwx = siwx
+        self.public_url = public_url
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        scope["user"] = self._identify(scope)
+        scope["user"] = await self._identify(scope)
         await next_app(scope, receive, send)
 
-    def _identify(self, scope: Scope) -> str | None:
+    async def _identify(self, scope: Scope) -> str | None:
         headers = Headers.from_scope(scope)
+        refuse_duplicates(headers)
+        wallets: list[str] = []
         raw = headers.get(WALLET_HEADER)
-        wallet = None
         if raw:
             try:
-                wallet = self.verifier.verify(raw)
+                wallets.append(self.verifier.verify(raw))
             except WalletAuthError as exc:
                 raise Unauthorized(str(exc)) from exc
         token = _bearer_token(headers.get("authorization"))
         if token is not None:
-            session_wallet = self._session_wallet(token)
-            if wallet is not None and session_wallet != wallet:
-                raise Unauthorized(
-                    "x-wallet-auth and the bearer token name different wallets; send one",
-                    headers=INVALID_TOKEN_CHALLENGE,
-                )
-            wallet = session_wallet
-        if wallet is not None:
-            return wallet
+            wallets.append(await self._session_wallet(scope, token))
+        proof = headers.get(SIWX_HEADER)
+        if proof:
+            wallets.append(await self.siwx_wallet(scope, proof))
+        if len(set(wallets)) > 1:
+            raise Unauthorized(
+                "The identity headers name different wallets; send one",
+                headers=INVALID_TOKEN_CHALLENGE if token is not None else None,
+            )
+        if wallets:
+            return wallets[0]
         if price_of(scope.get("route_handler")) is not None:
             return None  # the payment gate decides: 402 with requirements
         raise Unauthorized(
             "Missing x-wallet-auth header: send {address}:{unix_timestamp}:{signature}, the"
             " signature being EIP-191 over 'memoclaw-auth:{unix_timestamp}' (or"
-            " Authorization: Bearer <token from POST /auth/session>)"
+            " Authorization: Bearer <token from POST /auth/session>, or SIGN-IN-WITH-X with a"
+            " nonce from GET /auth/nonce)"
         )
 
-    def _session_wallet(self, token: str) -> str:
+    async def _session_wallet(self, scope: Scope, token: str) -> str:
         if self.sessions is None or not self.sessions.ready:
             raise Unauthorized(
                 "Session tokens are not available on this server; use x-wallet-auth",
                 headers=INVALID_TOKEN_CHALLENGE,
             )
         try:
-            return self.sessions.verify(token)
+            claims = self.sessions.verify(token)
+            async with database(scope) as conn:
+                await check_not_revoked(conn, claims)
         except SessionTokenError as exc:
             raise Unauthorized(str(exc), headers=INVALID_TOKEN_CHALLENGE) from exc
+        return claims.wallet
+
+    async def siwx_wallet(self, scope: Scope, proof: str) -> str:
+        """The wallet a SIGN-IN-WITH-X header proves (its nonce used up), else 401."""
+        if self.siwx is None:
+            raise Unauthorized("SIGN-IN-WITH-X is not available on this server")
+        try:
+            async with database(scope) as conn:
+                return await self.siwx.verify(conn, proof, self.origin(scope))
+        except WalletAuthError as exc:
+            raise Unauthorized(str(exc)) from exc
+
+    def origin(self, scope: Scope) -> str:
+        """The origin clients address: ENGRAM_PUBLIC_URL's, else the request's own."""
+        return origin_of_request(scope, self.public_url)
+
+
+def origin_of_request(scope: Scope, public_url: str | None) -> str:
+    if public_url:
+        return origin_of(public_url)
+    host = Headers.from_scope(scope).get("host") or "localhost"
+    return f"{scope.get('scheme', 'http')}://{host}"
+
+
+def refuse_duplicates(headers: Headers) -> None:
+    for name in IDENTITY_HEADERS:
+        if len(headers.getall(name, [])) > 1:
+            raise Unauthorized(f"{name} sent more than once; send it once")
+
+
+@asynccontextmanager
+async def database(scope: Scope) -> AsyncIterator[asyncpg.Connection]:
+    """A connection for an identity check, a 503 when the database is down."""
+    pool: asyncpg.Pool = scope["litestar_app"].state.pool
+    try:
+        conn = await pool.acquire()
+    except CONNECT_FAILURES as exc:
+        raise PartUnavailable("database") from exc
+    try:
+        yield conn
+    finally:
+        await pool.release(conn)
 
 
 def _bearer_token(authorization: str | None) -> str | None:

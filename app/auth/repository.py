@@ -44,3 +44,49 @@ async def setting_or_create(conn: asyncpg.Connection, key: str, candidate: str) 
         candidate,
     )
     return str(await conn.fetchval("SELECT value FROM engram_settings WHERE key = $1", key))
+
+
+# How many expired sign-in nonces one issue clears (keeps the table small without a sweeper).
+EXPIRED_NONCES_PER_ISSUE = 100
+
+
+async def issue_nonce(conn: asyncpg.Connection, nonce: str, ttl_seconds: int) -> None:
+    await conn.execute(
+        """
+        WITH expired AS (
+            SELECT nonce FROM auth_nonces WHERE expires_at < now() LIMIT $3
+        ), swept AS (
+            DELETE FROM auth_nonces WHERE nonce IN (SELECT nonce FROM expired)
+        )
+        INSERT INTO auth_nonces (nonce, expires_at) VALUES ($1, now() + make_interval(secs => $2))
+        """,
+        nonce,
+        float(ttl_seconds),
+        EXPIRED_NONCES_PER_ISSUE,
+    )
+
+
+async def consume_nonce(conn: asyncpg.Connection, nonce: str) -> bool:
+    """Use a nonce once: True for the one caller that removed a live nonce this server issued."""
+    used = await conn.fetchval(
+        "DELETE FROM auth_nonces WHERE nonce = $1 AND expires_at > now() RETURNING 1", nonce
+    )
+    return used is not None
+
+
+async def token_version(conn: asyncpg.Connection, wallet: str) -> int:
+    version = await conn.fetchval("SELECT token_version FROM wallets WHERE address = $1", wallet)
+    return int(version or 0)
+
+
+async def revoke_tokens(conn: asyncpg.Connection, wallet: str) -> int:
+    """Bump the wallet's token version (revoking every token issued before); the new version."""
+    version = await conn.fetchval(
+        """
+        INSERT INTO wallets (address, token_version) VALUES ($1, 1)
+        ON CONFLICT (address) DO UPDATE SET token_version = wallets.token_version + 1
+        RETURNING token_version
+        """,
+        wallet,
+    )
+    return int(version)

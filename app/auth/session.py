@@ -5,7 +5,14 @@ The sign-in proof is exactly the x-wallet-auth one (EIP-191 over `memoclaw-auth:
 window), so a header captured within its window could also mint a session: the token adds no
 new way in, it lengthens what one signature grants (MemoClaw's scheme; documented in README).
 
-Tokens are HS256 JWTs: claims `sub` (lower-cased wallet), `iat`, `exp`, `jti`; header `kid`.
+Tokens are HS256 JWTs: claims `sub` (lower-cased wallet), `iat`, `exp`, `jti`, `ver` (the
+wallet's token version when issued); header `kid`. DELETE /auth/session bumps the wallet's
+version in the database, and a token whose `ver` is not the current one is refused: every token
+issued before is revoked, on every instance at once (tokens from before versions existed count
+as version 0).
+
+Sign-in takes either proof: MemoClaw's x-wallet-auth fields (a captured header can mint a token
+within its window, as with MemoClaw) or a Sign-In-With-X header (app/auth/siwx.py: single use).
 Keys come from ENGRAM_JWT_SECRETS, a comma-separated list of `kid:secret` or bare `secret`
 entries (a bare secret's kid is derived from its SHA-256): the FIRST signs, ALL verify, so keys
 rotate without downtime (prepend the new key, drop the old one once its tokens have expired).
@@ -27,7 +34,7 @@ import asyncpg
 import jwt
 
 from app.auth import repository
-from app.auth.signature import ADDRESS_RE, WalletVerifier
+from app.auth.signature import ADDRESS_RE
 
 ALGORITHM = "HS256"
 SESSION_TTL_SECONDS = 7 * 86_400  # contract: "JWT, 7 days"
@@ -35,6 +42,7 @@ SESSION_TTL_SECONDS = 7 * 86_400  # contract: "JWT, 7 days"
 MIN_SECRET_BYTES = 32
 KID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 REQUIRED_CLAIMS = ("sub", "iat", "exp", "jti")
+VERSION_CLAIM = "ver"
 # Seconds of clock difference tolerated between the workers that issue and verify a token.
 CLOCK_LEEWAY_SECONDS = 30
 GENERATED_SECRET_SETTING = "session_jwt_secret"
@@ -87,6 +95,12 @@ def parse_keys(entries: Iterable[str]) -> list[SigningKey]:
 
 
 @dataclass(frozen=True)
+class TokenClaims:
+    wallet: str
+    version: int  # the wallet's token version it was issued under
+
+
+@dataclass(frozen=True)
 class IssuedToken:
     token: str
     wallet: str
@@ -119,25 +133,22 @@ class SessionTokens:
     def ready(self) -> bool:
         return bool(self._keys)
 
-    def issue(self, wallet: str, now: float | None = None) -> IssuedToken:
+    def issue(self, wallet: str, now: float | None = None, version: int = 0) -> IssuedToken:
         if not self._keys:
             raise RuntimeError("session keys not loaded (SessionTokens.load runs at startup)")
         key = self._keys[0]
         issued_at = int(time.time() if now is None else now)
         expires_at = issued_at + self.ttl_seconds
-        claims = {"sub": wallet, "iat": issued_at, "exp": expires_at, "jti": uuid.uuid4().hex}
+        claims = {
+            "sub": wallet, "iat": issued_at, "exp": expires_at, "jti": uuid.uuid4().hex,
+            VERSION_CLAIM: version,
+        }  # fmt: skip
         token = jwt.encode(claims, key.secret, algorithm=ALGORITHM, headers={"kid": key.kid})
         return IssuedToken(token, wallet, expires_at)
 
-    def sign_in(
-        self, verifier: WalletVerifier, address: str, timestamp: int | str, signature: str
-    ) -> IssuedToken:
-        """A token for the wallet that signed `memoclaw-auth:{timestamp}` (x-wallet-auth's rules;
-        raises WalletAuthError when the proof is stale or signed by someone else)."""
-        return self.issue(verifier.verify(f"{address}:{timestamp}:{signature}"))
-
-    def verify(self, token: str) -> str:
-        """Return the token's lower-cased wallet, or raise SessionTokenError saying why."""
+    def verify(self, token: str) -> TokenClaims:
+        """The token's lower-cased wallet and version, or raise SessionTokenError saying why
+        (the version is checked against the wallet's current one by the caller)."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
@@ -167,9 +178,19 @@ class SessionTokens:
         wallet = claims["sub"]
         if not isinstance(wallet, str) or not ADDRESS_RE.match(wallet):
             raise SessionTokenError("Invalid bearer token: its subject is not a wallet address")
-        return wallet.lower()
+        version = claims.get(VERSION_CLAIM, 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise SessionTokenError("Invalid bearer token: its version is not a number")
+        return TokenClaims(wallet.lower(), version)
 
     def _key(self, kid: object) -> SigningKey | None:
         if not isinstance(kid, str):
             return None
         return next((k for k in self._keys if k.kid == kid), None)
+
+
+async def check_not_revoked(conn: asyncpg.Connection, claims: TokenClaims) -> None:
+    if claims.version != await repository.token_version(conn, claims.wallet):
+        raise SessionTokenError(
+            "Bearer token was revoked (DELETE /auth/session); sign in again at POST /auth/session"
+        )

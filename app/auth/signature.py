@@ -3,6 +3,13 @@
 The signature is EIP-191 personal_sign of `memoclaw-auth:{unix_ts}`. Recovery goes through
 eth-keys, which uses coincurve when it is installed (it is a dependency), and each verified header
 is cached for the rest of its validity window so an agent's burst of calls recovers once.
+
+The scheme has no nonce, so a captured header replays until its timestamp is older than the
+window (300 s by MemoClaw's contract; ENGRAM_AUTH_WINDOW_SECONDS shortens it). What Engram
+narrows: a timestamp more than 30 s in the future is refused (else a pre-dated header would live
+window + skew), and so is the high-s twin of a signature (one signature, one spelling; the
+signature without `0x`, as MemoClaw's Python SDK sends it, stays accepted). For replay-proof
+identity see app/auth/siwx.py.
 """
 
 from __future__ import annotations
@@ -21,6 +28,12 @@ ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 SIGNATURE_RE = re.compile(r"^(0x)?[0-9a-fA-F]{130}$")
 TIMESTAMP_RE = re.compile(r"^\d{1,12}$")
 VERIFIED_CACHE_SIZE = 10_000
+# The contract's window (memoclaw-api.md, "Identity and free tier"): the most an operator may set.
+MAX_WINDOW_SECONDS = 300
+# Clock difference tolerated for a timestamp ahead of the server's clock.
+MAX_FUTURE_SKEW_SECONDS = 30
+# secp256k1's group order: a signature's s above half of it is the malleable twin (EIP-2).
+SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
 
 class WalletAuthError(Exception):
@@ -59,16 +72,26 @@ def parse_header(raw: str) -> SignedHeader:
 
 
 def check_fresh(header: SignedHeader, now: float, window_seconds: int) -> None:
-    skew = now - header.timestamp
-    if skew > window_seconds:
+    age = now - header.timestamp
+    if age > window_seconds:
         raise WalletAuthError(
-            f"Stale x-wallet-auth header: timestamp is {int(skew)} s old"
+            f"Stale x-wallet-auth header: timestamp is {int(age)} s old"
             f" (limit {window_seconds} s); sign a fresh one"
         )
-    if -skew > window_seconds:
+    if -age > MAX_FUTURE_SKEW_SECONDS:
         raise WalletAuthError(
-            f"x-wallet-auth timestamp is {int(-skew)} s in the future (limit {window_seconds} s);"
-            " check the client clock"
+            f"x-wallet-auth timestamp is {int(-age)} s in the future (limit"
+            f" {MAX_FUTURE_SKEW_SECONDS} s); check the client clock"
+        )
+
+
+def check_low_s(header: SignedHeader) -> None:
+    """EIP-2: of a signature's two valid spellings (s and n - s) only the low one is accepted."""
+    s = int.from_bytes(header.signature[32:64], "big")
+    if s > SECP256K1_N // 2:
+        raise WalletAuthError(
+            "Invalid x-wallet-auth signature: non-canonical (high-s); sign with a standard"
+            " EIP-191 signer"
         )
 
 
@@ -86,7 +109,13 @@ def recover_signer(header: SignedHeader) -> str:
 class WalletVerifier:
     """Checks headers, remembering verified ones until their window closes."""
 
-    def __init__(self, window_seconds: int = 300, cache_size: int = VERIFIED_CACHE_SIZE) -> None:
+    def __init__(
+        self, window_seconds: int = MAX_WINDOW_SECONDS, cache_size: int = VERIFIED_CACHE_SIZE
+    ) -> None:
+        if not 1 <= window_seconds <= MAX_WINDOW_SECONDS:
+            raise ValueError(
+                f"ENGRAM_AUTH_WINDOW_SECONDS must be 1..{MAX_WINDOW_SECONDS}, got {window_seconds}"
+            )
         self.window_seconds = window_seconds
         self._cache_size = cache_size
         self._verified: OrderedDict[str, tuple[str, int]] = OrderedDict()
@@ -97,6 +126,7 @@ class WalletVerifier:
         now = time.time() if now is None else now
         header = parse_header(raw)
         check_fresh(header, now, self.window_seconds)
+        check_low_s(header)
         if self._cached(raw) == header.address:
             return header.address
         if recover_signer(header) != header.address:

@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 import anyio
 import asyncpg
 
-from app.api.errors import DATABASE_DOWN, PartUnavailable
+from app.api.errors import CONNECT_FAILURES, PartUnavailable
 from app.api.params import MaybeWalletRequest
 from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
 from app.payments.service import SETTLED_ON_CHAIN_STATE
@@ -34,9 +34,6 @@ log = logging.getLogger("engram.payments")
 # those counts and, at worst, the one free-tier call the request used; a recorded x402 payment
 # always commits durably.
 RELAXED_COMMIT_STATE = "relaxed_commit"
-# Taking a connection fails this way when the database is down: nothing listens (OSError), the
-# connect timed out, or the server refuses (starting, shutting down, too many clients).
-CONNECT_FAILURES: tuple[type[Exception], ...] = (OSError, TimeoutError, *DATABASE_DOWN)
 
 
 def relax_commit(request: AnyRequest) -> None:
