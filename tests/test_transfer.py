@@ -24,7 +24,9 @@ from app.db.pool import create_pool
 from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
 from app.memory.service import content_digest
-from app.transfer.service import TransferService
+from app.transfer.controller import IMPORTS_PER_MINUTE
+from app.transfer.schemas import MAX_IMPORT_ITEMS
+from app.transfer.service import LANE_MIN_ITEMS, ImportLane, TransferService
 from tests.conftest import auth, count_memories
 
 # The fields a caller owns: an export → import round trip keeps every one of them.
@@ -523,3 +525,54 @@ async def test_other_endpoints_keep_the_64_kb_body_limit(client: AsyncTestClient
     r = await client.post("/v1/store/batch", json={"memories": big[:100]}, headers=auth(wallet))
     assert r.status_code == 413, r.text
     assert await _import(client, wallet, big) == {"imported": 200, "skipped": 0}
+
+
+# ---- the import lane (issue 11, item 2) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["bare list", "envelope"])
+async def test_the_import_cap_holds_for_both_body_forms(
+    client: AsyncTestClient, database_url: str, form: str
+) -> None:
+    account = Account.create()
+    items = [{"content": f"m{i}"} for i in range(MAX_IMPORT_ITEMS + 1)]
+    body = items if form == "bare list" else {"format": "json", "memories": items}
+    r = await client.post("/v1/import", json=body, headers=auth(account))
+    assert r.status_code == 422, r.text[:300]
+    assert r.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert str(MAX_IMPORT_ITEMS) in json.dumps(r.json()["error"])  # the message or the details
+    assert await count_memories(database_url, account.address) == 0
+
+
+async def test_big_imports_take_the_lane_one_at_a_time(app, client: AsyncTestClient) -> None:
+    transfers: TransferService = app.state.transfers
+    account = Account.create()
+    big = [{"content": f"big import item {i}"} for i in range(LANE_MIN_ITEMS)]
+    small = [{"content": f"small import item {i}"} for i in range(LANE_MIN_ITEMS - 1)]
+    async with transfers.lane.slot():  # another big import holds the lane
+        r = await client.post("/v1/import", json=big, headers=auth(account))
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["details"]["reason"] == "import_in_progress"
+        assert int(r.headers["retry-after"]) > 0
+        r = await client.post("/v1/import", json=small, headers=auth(account))
+        assert r.json() == {"imported": len(small), "skipped": 0}  # a batch's size: no lane
+    r = await client.post("/v1/import", json=big, headers=auth(account))
+    assert r.json() == {"imported": len(big), "skipped": 0}
+
+
+def test_the_lane_paces_work_to_its_duty_cycle() -> None:
+    with pytest.raises(ValueError):
+        ImportLane(duty=0)
+    assert ImportLane(duty=1).duty == 1
+
+
+async def test_imports_have_a_per_wallet_rate_limit(make_app) -> None:
+    async with AsyncTestClient(app=make_app(rate_limit_per_minute=0)) as c:
+        account, other = Account.create(), Account.create()
+        for i in range(IMPORTS_PER_MINUTE):
+            r = await c.post("/v1/import", json=[{"content": f"r{i}"}], headers=auth(account))
+            assert r.status_code == 200, r.text
+        r = await c.post("/v1/import", json=[{"content": "one more"}], headers=auth(account))
+        assert r.status_code == 429, r.text
+        r = await c.post("/v1/import", json=[{"content": "another wallet"}], headers=auth(other))
+        assert r.status_code == 200, r.text

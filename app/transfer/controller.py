@@ -11,6 +11,7 @@ from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.params import Conn, WalletRequest
+from app.api.ratelimit import limited
 from app.memory.schemas import MemoryType
 from app.memory.service import list_filter
 from app.transfer.schemas import (
@@ -24,6 +25,9 @@ from app.transfer.schemas import (
 from app.transfer.service import TransferService
 
 Transfers = NamedDependency[TransferService]
+# Imports per wallet per minute (Engram's own limit, besides the overall 100): a migration in
+# batches goes through in minutes, a flood of big imports does not.
+IMPORTS_PER_MINUTE = 30
 
 
 class TransferController(Controller):
@@ -67,7 +71,12 @@ class TransferController(Controller):
             media_type=media_type,
         )
 
-    @post("/import", status_code=HTTP_200_OK, request_max_body_size=IMPORT_MAX_BODY_BYTES)
+    @post(
+        "/import",
+        status_code=HTTP_200_OK,
+        request_max_body_size=IMPORT_MAX_BODY_BYTES,
+        opt=limited(IMPORTS_PER_MINUTE),
+    )
     async def import_memories(
         self,
         request: WalletRequest,
