@@ -1,7 +1,7 @@
 """Replay-proof sign-in: server-issued single-use nonces, and a session-token version per wallet.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-01
 
 A Sign-In-With-X proof (app/auth/siwx.py) names a nonce Engram issued; using it deletes its row,
@@ -11,8 +11,8 @@ so a proof works once, on whichever instance sees it first. A session token carr
 
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
