@@ -1,0 +1,70 @@
+"""Schemathesis over Engram's own OpenAPI document (/docs/openapi.json), against a real
+`engram serve`, with valid wallet auth injected: shared by tests/test_schemathesis.py (a short
+bounded run) and bench/schemathesis_run.py (a long one).
+
+Auth: a hooks module (`tests.support.schemathesis_hooks`) signs a fresh x-wallet-auth header for
+one wallet every 30 s, so runs longer than the header's window stay authenticated. The check is
+`not_a_server_error`: no answer may be a 5xx. Counts come from schemathesis's JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from eth_account import Account
+
+PROJECT = Path(__file__).resolve().parents[2]
+ST = Path(sys.executable).with_name("st")
+HOOKS = "tests.support.schemathesis_hooks"
+
+
+@dataclass
+class RunResult:
+    mode: str
+    exit_code: int
+    generated: int
+    with_failures: int
+    errored: int
+    operations_tested: int
+    seconds: float
+    failures: list[object]
+    output: str
+
+    def summary(self) -> str:
+        return (
+            f"schemathesis {self.mode}: {self.generated} test cases on"
+            f" {self.operations_tested} operations in {self.seconds:.0f} s,"
+            f" {self.with_failures} with failures, {self.errored} errored"
+        )
+
+
+def run(base_url: str, mode: str, max_examples: int, max_seconds: int, report_dir: Path,
+        workers: int = 2) -> RunResult:  # fmt: skip
+    """`st run` in `mode` (positive or negative) with the coverage and fuzzing phases."""
+    report = report_dir / f"{mode}.json"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(PROJECT),
+        "SCHEMATHESIS_HOOKS": HOOKS,
+        "ENGRAM_ST_KEY": Account.create().key.hex(),
+    }
+    args = [
+        str(ST), "run", f"{base_url}/docs/openapi.json", "--phases=coverage,fuzzing",
+        "--mode", mode, "--max-examples", str(max_examples), "--max-time", str(max_seconds),
+        "--checks", "not_a_server_error", "--workers", str(workers), "--no-color",
+        "--report", "json", "--report-json-path", str(report), "--request-timeout", "60",
+    ]  # fmt: skip
+    proc = subprocess.run(args, env=env, cwd=PROJECT, capture_output=True, text=True,
+                          timeout=max_seconds * 3 + 120)  # fmt: skip
+    data = json.loads(report.read_text())
+    cases = data["test_cases"]
+    return RunResult(
+        mode, data["exit_code"], cases["generated"], cases["with_failures"], cases["errored"],
+        data["operations"]["tested"], data["running_time"], data["failures"],
+        proc.stdout[-4000:] + proc.stderr[-2000:],
+    )  # fmt: skip

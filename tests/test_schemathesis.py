@@ -1,0 +1,42 @@
+"""Schemathesis, short form: positive (coverage + fuzzing phases) and negative runs over
+/docs/openapi.json against a real `engram serve`, with valid wallet auth; no answer may be a 5xx
+(and stopping the server checks its log holds no traceback). bench/schemathesis_run.py runs the
+same longer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.schemathesis_run import run
+from tests.support.server import start_serve, stop_serve
+
+MAX_EXAMPLES = 5  # per operation: ~1,500 positive and ~2,500 negative cases
+MAX_SECONDS = 120  # per mode, a bound the short form never nears (~10 s each here)
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("schemathesis")
+    log = data / "serve.log"
+    proc, url = start_serve(
+        data, log, ENGRAM_DATABASE_URL=database_url, ENGRAM_RATE_LIMIT_PER_MINUTE="0",
+        ENGRAM_FREE_TIER_CALLS="100000000",
+    )  # fmt: skip
+    try:
+        yield url
+    finally:
+        stop_serve(proc, data, log)
+
+
+@pytest.mark.parametrize("mode", ["positive", "negative"])
+def test_no_generated_request_gets_a_5xx(
+    server: str, mode: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    result = run(server, mode, MAX_EXAMPLES, MAX_SECONDS, tmp_path_factory.mktemp(mode))
+    print(result.summary())
+    assert result.with_failures == 0 and result.exit_code == 0, result.output
+    assert result.errored == 0, result.output
+    assert result.operations_tested >= 40, result.summary()
+    assert result.generated >= 1000, result.summary()
