@@ -27,8 +27,10 @@ from throughput import Server, free_port
 from app.auth.signature import sign_header
 
 RESULTS = Path(__file__).parent / "results" / "import_lane.json"
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike"
-         " november oscar papa quebec romeo sierra tango uniform victor whiskey").split()  # fmt: skip
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike"
+    " november oscar papa quebec romeo sierra tango uniform victor whiskey"
+).split()
 
 
 def sentence(i: int) -> str:

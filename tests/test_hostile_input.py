@@ -297,7 +297,7 @@ def test_namespaces_and_tags_are_one_name_whatever_the_unicode_form(server: str)
         assert len(recalled["memories"]) == 2, spelling
     # content keeps the form it was sent in
     r = httpx.post(f"{server}/v1/store", headers=h, json={"content": f"about {NFD_CAFE}"})
-    assert r.json()["content"] == f"about {NFD_CAFE}"
+    assert r.json()["memory"]["content"] == f"about {NFD_CAFE}"
 
 
 # ---- defect 5: parameters checked before the transaction opens -----------------------------

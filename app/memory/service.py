@@ -603,7 +603,7 @@ class MemoryService:
         if self.second_round and ranked:
             seeds = ranked[:SECOND_ROUND_SEEDS]
             followers = await repo.second_round_candidates(
-                conn, f, [r.row["id"] for r in seeds], vector, req.query, repo.lexicon_of(rows),
+                conn, f, [r.row["id"] for r in seeds], vector, keywords, repo.lexicon_of(rows),
                 CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
             )  # fmt: skip
             ranked = ranking.second_round(ranked, seeds, followers)
