@@ -28,7 +28,7 @@ from app.auth.signature import (
 )
 from app.config import Settings
 from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
-from tests.support.server import start_serve, stop_serve
+from tests.support.server import serving
 from tests.support.siwx import challenge, signed_payload, siwx_header
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}
@@ -57,16 +57,11 @@ def engram(
 ) -> Iterator[tuple[str, Path]]:
     """(base URL, log file) of one `engram serve` for the module; stopping it checks the log
     holds no traceback (a 500 logs one)."""
-    data = tmp_path_factory.mktemp("hostile")
-    log = data / "serve.log"
-    proc, url = start_serve(
-        data, log, ENGRAM_DATABASE_URL=database_url, ENGRAM_RATE_LIMIT_PER_MINUTE="0",
-        ENGRAM_FREE_TIER_CALLS="1000000",
-    )  # fmt: skip
-    try:
-        yield url, log
-    finally:
-        stop_serve(proc, data, log)
+    with serving(
+        tmp_path_factory.mktemp("hostile"), ENGRAM_DATABASE_URL=database_url,
+        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="1000000",
+    ) as served:  # fmt: skip
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.schemathesis_run import run
-from tests.support.server import start_serve, stop_serve
+from tests.support.server import serving
 
 MAX_EXAMPLES = 5  # per operation: ~1,500 positive and ~2,500 negative cases
 MAX_SECONDS = 120  # per mode, a bound the short form never nears (~10 s each here)
@@ -18,16 +18,11 @@ MAX_SECONDS = 120  # per mode, a bound the short form never nears (~10 s each he
 
 @pytest.fixture(scope="module")
 def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("schemathesis")
-    log = data / "serve.log"
-    proc, url = start_serve(
-        data, log, ENGRAM_DATABASE_URL=database_url, ENGRAM_RATE_LIMIT_PER_MINUTE="0",
-        ENGRAM_FREE_TIER_CALLS="100000000",
-    )  # fmt: skip
-    try:
+    with serving(
+        tmp_path_factory.mktemp("schemathesis"), ENGRAM_DATABASE_URL=database_url,
+        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="100000000",
+    ) as (url, _):  # fmt: skip
         yield url
-    finally:
-        stop_serve(proc, data, log)
 
 
 @pytest.mark.parametrize("mode", ["positive", "negative"])

@@ -3,13 +3,14 @@ SIGTERM and checked to have shut down cleanly (API first, then its embedded Post
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -109,3 +110,14 @@ def stop_serve(proc: subprocess.Popen[bytes], data_dir: Path, log: Path) -> None
     assert "Traceback" not in output, output
     assert postmasters(data_dir / "pgdata") == [], "embedded PostgreSQL left running"
     assert not (data_dir / "pgdata" / "postmaster.pid").exists()
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, **env: str) -> Iterator[tuple[str, Path]]:
+    """(base URL, log file) of an `engram serve` on `data_dir`, stopped (and checked) after."""
+    log = data_dir / "serve.log"
+    proc, url = start_serve(data_dir, log, **env)
+    try:
+        yield url, log
+    finally:
+        stop_serve(proc, data_dir, log)
