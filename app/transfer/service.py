@@ -55,7 +55,7 @@ LANE_MIN_ITEMS = MAX_BATCH + 1
 # and the share of time an import works (it rests the remainder after each step).
 IMPORT_CONCURRENCY = 1
 IMPORT_EMBED_STEP = 8
-IMPORT_DUTY = 0.4
+IMPORT_DUTY = 0.3
 IMPORT_BUSY_RETRY_AFTER_SECONDS = 10
 
 
