@@ -80,6 +80,8 @@ def test_database_then_redis_outage_under_load(chain: DevChain, workdir: Path) -
     failing = report.phases["database failing"]
     assert failing.succeeded + failing.unavailable_with_retry_after == failing.total
     steady = ("steady", "after the database", "redis failing", "redis down", "after redis")
+    for name in ("steady", "after the database", "after redis"):  # recovered, and stays so
+        assert report.health[name] == {200: 1}, (name, report.summary())
     for name in steady:
         phase = report.phases[name]
         assert phase.succeeded == phase.total, (name, report.summary())

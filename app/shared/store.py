@@ -22,6 +22,7 @@ from purgatory import AsyncCircuitBreakerFactory
 from purgatory.domain.model import OpenedState
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 T = TypeVar("T")
@@ -131,7 +132,10 @@ class RedisStore:
             url,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
-            retry=Retry(NoBackoff(), 0),  # fail fast: the breaker decides when to try again
+            # One immediate retry on a broken connection only: after Redis restarts, each pooled
+            # connection fails once before it reconnects. Timeouts are not retried (a frozen
+            # Redis costs one timeout), and the breaker decides when to try again.
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
         self._prefix = prefix
         self._breakers = AsyncCircuitBreakerFactory(
