@@ -45,7 +45,8 @@ class RunResult:
 
 def run(base_url: str, mode: str, max_examples: int, max_seconds: int, report_dir: Path,
         workers: int = 2) -> RunResult:  # fmt: skip
-    """`st run` in `mode` (positive or negative) with the coverage and fuzzing phases."""
+    """`st run` in `mode` (positive or negative) with the coverage and fuzzing phases; fuzzing
+    goes on until `max_seconds` is spent."""
     report = report_dir / f"{mode}.json"
     env = {
         **os.environ,
@@ -59,7 +60,8 @@ def run(base_url: str, mode: str, max_examples: int, max_seconds: int, report_di
         "--checks", "not_a_server_error", "--workers", str(workers), "--no-color",
         "--report", "json", "--report-json-path", str(report), "--request-timeout", "60",
     ]  # fmt: skip
-    proc = subprocess.run(args, env=env, cwd=PROJECT, capture_output=True, text=True,
+    # run in the report directory: schemathesis keeps a cache (.schemathesis/) where it runs
+    proc = subprocess.run(args, env=env, cwd=report_dir, capture_output=True, text=True,
                           timeout=max_seconds * 3 + 120)  # fmt: skip
     data = json.loads(report.read_text())
     cases = data["test_cases"]
