@@ -44,9 +44,14 @@ class RunResult:
 
 
 def run(base_url: str, mode: str, max_examples: int, max_seconds: int, report_dir: Path,
-        workers: int = 2) -> RunResult:  # fmt: skip
+        workers: int = 1) -> RunResult:  # fmt: skip
     """`st run` in `mode` (positive or negative) with the coverage and fuzzing phases; fuzzing
-    goes on until `max_seconds` is spent."""
+    goes on until `max_seconds` is spent.
+
+    One worker by default: with two, hypothesis's threads render strategy reprs through
+    `ast.parse` at once, and CPython 3.11's AST builder keeps its recursion depth in
+    interpreter-wide state, so the run sometimes errors with "AST constructor recursion depth
+    mismatch" (a SystemError in the tool, not an answer of Engram's)."""
     report = report_dir / f"{mode}.json"
     env = {
         **os.environ,
