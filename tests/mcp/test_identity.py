@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 from eth_account import Account
-from litestar import Litestar
 
+from app.asgi import create_app
+from app.config import Settings
 from tests.conftest import auth, count_memories, served
 from tests.support.mcp import BearerAuth, WalletAuth, http_session, stdio_session
 from tests.support.server import ENGRAM, engram_env
@@ -27,8 +28,10 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
-def url(app: Litestar) -> Iterator[str]:
-    with served(app) as base:
+def url(settings: Settings) -> Iterator[str]:
+    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
+    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
+    with served(create_app(settings)) as base:
         yield base
 
 

@@ -11,18 +11,21 @@ from typing import Any
 
 import pytest
 from eth_account import Account
-from litestar import Litestar
 from mcp import ClientSession
 from mcp.types import CallToolResult, TextResourceContents
 
+from app.asgi import create_app
+from app.config import Settings
 from app.mcp.tools import TOOLS
 from tests.conftest import served
 from tests.support.mcp import WalletAuth, http_session, stdio_session
 
 
 @pytest.fixture(scope="module")
-def url(app: Litestar) -> Iterator[str]:
-    with served(app) as base:
+def url(settings: Settings) -> Iterator[str]:
+    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
+    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
+    with served(create_app(settings)) as base:
         yield base
 
 
