@@ -15,13 +15,14 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
 from app.ai.embedders import build_embedder
-from app.ai.facts import build_fact_model
+from app.ai.fact_models import build_fact_model
 from app.api.body import BoundedRequest, restore_recursion_limit
 from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
 from app.api.health import health
 from app.api.ratelimit import RateLimitMiddleware
+from app.api.transaction import provide_transaction
 from app.auth.controller import FreeTierController, SessionController
 from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
@@ -33,11 +34,8 @@ from app.consolidate.controller import ConsolidateController
 from app.consolidate.service import ConsolidateService
 from app.context.controller import ContextController
 from app.context.service import ContextService
-from app.core.controller import CoreController
-from app.core.service import CoreService
 from app.db.pool import asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_pgvector
-from app.db.transaction import provide_transaction
 from app.history.controller import HistoryController
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
@@ -50,6 +48,8 @@ from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
 from app.payments.network import configured_network
 from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service
+from app.pinned.controller import PinnedController
+from app.pinned.service import PinnedService
 from app.relations.controller import RelationController
 from app.relations.service import RelationService
 from app.shared.store import build_shared_store
@@ -90,7 +90,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
         settings.embed_int8,
     )
     free_tier = FreeTier(settings.free_tier_calls)
-    facts = build_fact_model(settings.openai_api_key, settings.llm_base_url, settings.llm_model)
+    fact_model = build_fact_model(
+        settings.openai_api_key, settings.llm_base_url, settings.llm_model
+    )
     memories = MemoryService(
         embedder,
         access_boost=settings.recall_access_boost,
@@ -145,25 +147,30 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await pool.close()
             await shared.close()
 
+    # Everything a handler may ask for by name, declared once: `<feature>_service` for the
+    # features' services, the auth pieces by what they are.
+    provided = {
+        "memory_service": memories,
+        "ingest_service": IngestService(memories, fact_model),
+        "consolidate_service": ConsolidateService(memories, fact_model),
+        "context_service": ContextService(memories, fact_model),
+        "relations_service": RelationService(),
+        "transfer_service": TransferService(memories),
+        "suggested_service": SuggestedService(),
+        "pinned_service": PinnedService(memories),
+        "tags_service": TagService(),
+        "free_tier": free_tier,
+        "sessions": sessions,
+        "wallet_verifier": wallet_verifier,
+        "siwx": siwx,
+    }
     state = State(
         {
+            **provided,
             "settings": settings,
             "shared": shared,
             "embedder": embedder,
-            "free_tier": free_tier,
             "payment_gate": Gate(free_tier, x402, settings.prices_usd),
-            "memory_service": memories,
-            "ingest": IngestService(memories, facts),
-            "consolidation": ConsolidateService(memories, facts),
-            "contexts": ContextService(memories, facts),
-            "relation_service": RelationService(),
-            "transfers": TransferService(memories),
-            "suggestions": SuggestedService(),
-            "core_memories": CoreService(memories),
-            "tag_index": TagService(),
-            "sessions": sessions,
-            "wallet_verifier": wallet_verifier,
-            "siwx": siwx,
             "version": _version(),
         }
     )
@@ -174,7 +181,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             FreeTierController,
             SessionController,
             SuggestedController,
-            CoreController,
+            PinnedController,
             TagController,
             MemoryController,
             IngestController,
@@ -188,29 +195,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ],
         dependencies={
             "conn": Provide(provide_transaction),
-            **{
-                name: _from_state(name)
-                for name in (
-                    "memory_service",
-                    "free_tier",
-                    "ingest",
-                    "consolidation",
-                    "contexts",
-                    "relation_service",
-                    "transfers",
-                )
-            },
-            **{
-                name: _from_state(name)
-                for name in (
-                    "suggestions",
-                    "core_memories",
-                    "tag_index",
-                    "sessions",
-                    "wallet_verifier",
-                    "siwx",
-                )
-            },
+            **{name: _from_state(name) for name in provided},
         },
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
         middleware=[

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from app.ai.fact_models import build_fact_model
 from app.ai.facts import (
     CONTEXT_CLOSE,
     CONTEXT_OPEN,
@@ -20,7 +21,6 @@ from app.ai.facts import (
     FactModelBadOutput,
     FactModelUnavailable,
     Message,
-    build_fact_model,
     looks_like_injection,
     make_fact,
     strip_engram_context,

@@ -18,7 +18,7 @@ from litestar import Litestar, get
 from litestar.openapi import OpenAPIConfig
 from litestar.testing import AsyncTestClient
 
-from app.api.errors import EXCEPTION_HANDLERS, InvalidInput
+from app.api.errors import EXCEPTION_HANDLERS
 from app.api.ratelimit import (
     EXCLUDE_OPT_KEY as NO_LIMIT_KEY,
 )
@@ -32,6 +32,7 @@ from app.api.ratelimit import (
 from app.auth.middleware import EXCLUDE_OPT_KEY, WalletAuthMiddleware
 from app.auth.signature import WalletVerifier
 from app.config import Settings
+from app.kit.errors import InvalidInput
 from app.payments.prices import STORE, paid
 from app.shared.store import InProcessStore, RedisStore, SharedStore
 from tests.conftest import auth, served

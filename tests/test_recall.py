@@ -382,13 +382,12 @@ async def test_count_up_to_stops_at_the_cap(client: AsyncTestClient, database_ur
 async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
     client: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.db.transaction import commit_may_be_relaxed
-    from app.payments.gate import Charge
+    from app.api.transaction import commit_may_be_relaxed
 
-    assert commit_may_be_relaxed(True, Charge(kind="free_call", wallet="0x1"))
-    assert commit_may_be_relaxed(True, Charge(kind="none", wallet=None))
-    assert not commit_may_be_relaxed(True, Charge(kind="x402", wallet="0x1"))
-    assert not commit_may_be_relaxed(False, Charge(kind="free_call", wallet="0x1"))
+    assert commit_may_be_relaxed(True, "free_call")
+    assert commit_may_be_relaxed(True, "none")
+    assert not commit_may_be_relaxed(True, "x402")
+    assert not commit_may_be_relaxed(False, "free_call")
 
     statements: list[str] = []
     original = asyncpg.Connection.execute

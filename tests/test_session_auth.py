@@ -21,7 +21,6 @@ from eth_account.signers.local import LocalAccount
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from app.api.errors import Unauthorized
 from app.auth.middleware import WalletAuthMiddleware
 from app.auth.session import (
     GENERATED_SECRET_SETTING,
@@ -32,6 +31,7 @@ from app.auth.session import (
 )
 from app.auth.signature import WalletVerifier
 from app.config import Settings
+from app.kit.errors import Unauthorized
 from tests.conftest import auth, count_memories
 
 OLD = "old-key:" + "o" * 64

@@ -545,7 +545,7 @@ async def test_the_import_cap_holds_for_both_body_forms(
 
 
 async def test_big_imports_take_the_lane_one_at_a_time(app, client: AsyncTestClient) -> None:
-    transfers: TransferService = app.state.transfers
+    transfers: TransferService = app.state.transfer_service
     account = Account.create()
     big = [{"content": f"big import item {i}"} for i in range(LANE_MIN_ITEMS)]
     small = [{"content": f"small import item {i}"} for i in range(LANE_MIN_ITEMS - 1)]

@@ -2,7 +2,7 @@
 ingest, consolidate (llm mode) and context summarization call, and capture hygiene.
 
 Two implementations: `app.ai.heuristics.HeuristicFactModel` (offline, deterministic) and
-`app.ai.llm.OpenAIFactModel` (any OpenAI-compatible chat endpoint); `build_fact_model` picks one.
+`app.ai.llm.OpenAIFactModel` (any OpenAI-compatible chat endpoint); `app.ai.fact_models` picks one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ __all__ = [
     "FactModelError",
     "FactModelUnavailable",
     "Message",
-    "build_fact_model",
     "clamp_importance",
     "dedupe_facts",
     "looks_like_injection",
@@ -299,21 +298,3 @@ def looks_like_injection(line: str) -> bool:
 
 
 # --------------------------------------------------------------------------- factory
-
-
-def build_fact_model(
-    openai_api_key: str | None, base_url: str | None, model: str | None
-) -> FactModel:
-    """The offline heuristics unless an OpenAI key or an OpenAI-compatible base_url is set
-    (env OPENAI_API_KEY, ENGRAM_LLM_BASE_URL, ENGRAM_LLM_MODEL)."""
-    # Imported here: both implementations import this module.
-    from app.ai.heuristics import HeuristicFactModel
-    from app.ai.llm import DEFAULT_LLM_MODEL, OpenAIFactModel
-
-    if not openai_api_key and not base_url:
-        return HeuristicFactModel()
-    return OpenAIFactModel(
-        api_key=openai_api_key or None,
-        base_url=base_url or None,
-        model=model or DEFAULT_LLM_MODEL,
-    )

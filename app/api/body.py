@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from litestar import Request
 
-from app.api.errors import InvalidInput, UnsupportedMediaType
+from app.kit.errors import InvalidInput, UnsupportedMediaType
 
 # Deepest JSON body accepted. The contract allows metadata 3 levels deep (memoclaw-api.md,
 # "Memory object"); an import body wraps memories in 2 more. 64 leaves room for any real client

@@ -1,7 +1,7 @@
-"""One error hierarchy and one wire format: {"error": {"code", "message", "details"}} (MemoClaw's).
+"""One wire format for every error: {"error": {"code", "message", "details"}} (MemoClaw's).
 
-Every exception that reaches Litestar is rendered here, so clients (the memoclaw SDK included)
-always read the same shape.
+The errors themselves are defined in app/kit/errors.py; every exception that reaches Litestar is
+rendered here, so clients (the memoclaw SDK included) always read the same shape.
 """
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any, TypeAlias
 
-import asyncpg
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from app.ai.facts import FactModelError
+from app.db.errors import DATABASE_DOWN
+from app.kit.errors import ApiError, PartUnavailable, ReplayedResponse, error_body
 from app.shared.store import StoreUnavailable
 
 log = logging.getLogger("engram.errors")
@@ -41,70 +42,6 @@ CODE_BY_STATUS = {
 }
 
 
-class ApiError(Exception):
-    """An error with a contract code; raise a subclass from services and controllers."""
-
-    status_code = 500
-    code = "INTERNAL_ERROR"
-
-    def __init__(
-        self,
-        message: str,
-        details: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-        body: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
-        self.headers = headers or {}
-        self.body = body  # a full body in the contract's shape, when more than `error` is sent
-
-
-class Unauthorized(ApiError):
-    status_code = 401
-    code = "UNAUTHORIZED"
-
-
-class PaymentRequired(ApiError):
-    status_code = 402
-    code = "PAYMENT_REQUIRED"
-
-
-class NotFound(ApiError):
-    status_code = 404
-    code = "NOT_FOUND"
-
-
-class Conflict(ApiError):
-    status_code = 409
-    code = "CONFLICT"
-
-
-class InvalidInput(ApiError):
-    status_code = 422
-    code = "VALIDATION_ERROR"
-
-
-class UnsupportedMediaType(ApiError):
-    status_code = 415
-    code = "UNSUPPORTED_MEDIA_TYPE"
-
-
-class RateLimitExceeded(ApiError):
-    status_code = 429
-    code = "RATE_LIMIT_EXCEEDED"
-
-
-class ServiceUnavailable(ApiError):
-    status_code = 503
-    code = "SERVICE_UNAVAILABLE"
-
-
-def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
-
-
 def _render(
     status: int, code: str, message: str, details: Any, headers: dict[str, str]
 ) -> ErrorResponse:
@@ -123,16 +60,6 @@ def handle_api_error(_: AnyRequest, exc: ApiError) -> ErrorResponse:
             headers=exc.headers,
         )  # fmt: skip
     return _render(exc.status_code, exc.code, exc.message, exc.details, exc.headers)
-
-
-class ReplayedResponse(Exception):
-    """Answer with a response stored earlier (an idempotent replay of a settled payment)."""
-
-    def __init__(self, status_code: int, body: bytes, headers: dict[str, str]) -> None:
-        super().__init__("replayed response")
-        self.status_code = status_code
-        self.body = body
-        self.headers = headers
 
 
 def handle_replayed_response(_: AnyRequest, exc: ReplayedResponse) -> Response[bytes]:
@@ -171,36 +98,6 @@ def handle_fact_model_error(_: AnyRequest, exc: FactModelError) -> ErrorResponse
         f"The language model behind this call failed: {exc}. Nothing was stored; retry later.",
         {"tokens_used": exc.tokens_used, "attempts": exc.attempts}, {"Retry-After": "5"},
     )  # fmt: skip
-
-
-# What a lost or refused PostgreSQL connection raises (asyncpg SQLSTATE classes 08, which holds
-# "connection was closed in the middle of operation", and 57P; the socket's own errors when
-# nothing listens). A part that is down is not a bug: 503 with Retry-After, never 500. (Not
-# asyncpg's InterfaceError: its subclasses include DataError, bad input a 500 must reveal.)
-DATABASE_DOWN: tuple[type[Exception], ...] = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
-    asyncpg.TooManyConnectionsError,
-    ConnectionError,
-)
-# Taking a connection fails this way when the database is down: nothing listens (OSError), the
-# connect timed out, or the server refuses (starting, shutting down, too many clients).
-CONNECT_FAILURES: tuple[type[Exception], ...] = (OSError, TimeoutError, *DATABASE_DOWN)
-# How long a client should wait before trying again when a part is down.
-OUTAGE_RETRY_AFTER_SECONDS = 5
-
-
-class PartUnavailable(ServiceUnavailable):
-    """A part Engram needs (the database, Redis) is down: 503 with Retry-After."""
-
-    def __init__(self, part: str) -> None:
-        super().__init__(
-            f"{part} is unavailable; nothing was changed or charged, retry shortly",
-            {"unavailable": part},
-            {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)},
-        )
 
 
 def handle_database_down(request: AnyRequest, exc: Exception) -> ErrorResponse:

@@ -15,9 +15,8 @@ import uuid
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
-from app.payments.gate import FREE_TIER_REMAINING_STATE
+from app.api.state import state_of
 from app.payments.prices import price_of
-from app.payments.service import PAID_RESPONSE_HEADERS_STATE
 
 REQUEST_ID_HEADER = "x-request-id"
 FREE_TIER_HEADER = "x-free-tier-remaining"
@@ -26,11 +25,11 @@ _CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
 
 def request_id_of(scope: Scope) -> str:
     """Reuse a sane client-sent X-Request-Id (tracing across hops), else mint one, once."""
-    state = scope.setdefault("state", {})
+    state = state_of(scope)
     if "request_id" not in state:
         incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
         state["request_id"] = incoming if _CLIENT_ID_RE.match(incoming) else uuid.uuid4().hex
-    return str(state["request_id"])
+    return state["request_id"]
 
 
 async def add_response_headers(message: Message, scope: Scope) -> None:
@@ -38,14 +37,14 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
         return
     headers = MutableScopeHeaders.from_message(message)
     headers[REQUEST_ID_HEADER] = request_id_of(scope)
-    state = scope.get("state", {})
-    remaining = state.get(FREE_TIER_REMAINING_STATE)
+    state = state_of(scope)
+    remaining = state.get("free_tier_remaining")
     if remaining is not None:
         headers[FREE_TIER_HEADER] = str(remaining)
     if price_of(scope.get("route_handler")) is not None:
         # paid answers are per payer and per payment: never cached by anyone on the way
         headers["Cache-Control"] = "private, no-store"
-    for name, value in (state.get(PAID_RESPONSE_HEADERS_STATE) or {}).items():
+    for name, value in state.get("paid_response_headers", {}).items():
         headers[name] = value
     if scope.get("method") == "OPTIONS" and "allow" in headers:
         headers["allow"] = allowed_methods(scope) or headers["allow"]

@@ -7,11 +7,11 @@ from typing import Any
 from litestar import get
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.errors import OUTAGE_RETRY_AFTER_SECONDS, ServiceUnavailable
 from app.api.params import MaybeWalletRequest
 from app.api.ratelimit import unlimited
 from app.auth.middleware import EXCLUDE_OPT_KEY
 from app.db import repository
+from app.kit.errors import OUTAGE_RETRY_AFTER_SECONDS, ServiceUnavailable
 
 RETRY = {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)}
 

@@ -10,7 +10,7 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
-from app.memory.schemas import MAX_PAGE
+from app.kit.schemas import MAX_PAGE
 
 # A request as WalletAuthMiddleware leaves it: `user` is the caller's lower-cased wallet address,
 # or None on a paid route called without x-wallet-auth (the payment gate then answers 402).

@@ -33,7 +33,7 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import RateLimitExceeded
+from app.kit.errors import RateLimitExceeded
 from app.shared.store import InProcessStore, SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.ratelimit")

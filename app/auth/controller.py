@@ -10,7 +10,6 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.errors import InvalidInput, Unauthorized
 from app.api.params import Conn, MaybeWalletRequest, WalletRequest
 from app.auth import repository
 from app.auth.free_tier import FreeTier
@@ -19,7 +18,8 @@ from app.auth.schemas import SessionIn
 from app.auth.session import SessionTokens
 from app.auth.signature import AUTH_MESSAGE_PREFIX, WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
-from app.memory.schemas import iso
+from app.kit.errors import InvalidInput, Unauthorized
+from app.kit.schemas import iso
 
 
 class FreeTierController(Controller):

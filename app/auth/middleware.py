@@ -26,10 +26,11 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from app.api.errors import CONNECT_FAILURES, PartUnavailable, Unauthorized
 from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
+from app.db.errors import CONNECT_FAILURES
+from app.kit.errors import PartUnavailable, Unauthorized
 from app.payments.prices import price_of
 
 WALLET_HEADER = "x-wallet-auth"

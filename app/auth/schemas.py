@@ -7,7 +7,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from app.auth.signature import ADDRESS_RE, SIGNATURE_RE
-from app.memory.schemas import StrictStruct
+from app.kit.schemas import StrictStruct
 
 UnixSeconds = Annotated[int, Meta(ge=0, le=10**12)]
 

@@ -28,10 +28,10 @@ class ConsolidateController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        consolidation: NamedDependency[ConsolidateService],
+        consolidate_service: NamedDependency[ConsolidateService],
         data: JSONBody[ConsolidateIn],
     ) -> dict[str, Any]:
-        report = await consolidation.consolidate(conn, request.user, data)
+        report = await consolidate_service.consolidate(conn, request.user, data)
         return {
             "clusters_found": len(report.clusters),
             "memories_merged": report.memories_merged,

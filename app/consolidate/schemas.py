@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from app.memory.schemas import Name, OptionalName, StrictStruct
+from app.kit.schemas import Name, OptionalName, StrictStruct
 
 
 class ConsolidateIn(StrictStruct):

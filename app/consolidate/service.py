@@ -26,7 +26,7 @@ from app.consolidate.schemas import ConsolidateIn
 from app.history import service as history
 from app.memory import repository as memory_repo
 from app.memory.repository import MemoryFields
-from app.memory.schemas import MAX_TAGS, reject_nul
+from app.memory.schemas import MAX_TAGS
 from app.memory.service import MemoryService
 from app.relations import repository as relations_repo
 
@@ -103,14 +103,13 @@ def _protected(row: asyncpg.Record) -> bool:
 
 
 class ConsolidateService:
-    def __init__(self, memories: MemoryService, facts: FactModel) -> None:
+    def __init__(self, memories: MemoryService, fact_model: FactModel) -> None:
         self.memories = memories
-        self.facts = facts
+        self.fact_model = fact_model
 
     async def consolidate(
         self, conn: asyncpg.Connection, wallet: str, req: ConsolidateIn
     ) -> Report:
-        reject_nul(req)  # PostgreSQL text cannot hold NUL: a 422, not a database error
         rows = await memory_repo.embeddings_of_wallet(conn, wallet, req.namespace, req.agent_id)
         by_namespace: dict[str, list[asyncpg.Record]] = {}
         for row in rows:
@@ -172,11 +171,11 @@ class ConsolidateService:
     async def _synthesise(
         self, conn: asyncpg.Connection, wallet: str, members: list[asyncpg.Record], report: Report
     ) -> str:
-        content, tokens = await self.facts.merge([m["content"] for m in members])
+        content, tokens = await self.fact_model.merge([m["content"] for m in members])
         report.tokens_used += tokens
         keeper = _keeper(members)
         tags = _union_tags(members)
-        row, embed_tokens = await self.memories.create_exact(
+        row, embed_tokens = await self.memories.create_without_dedup(
             conn,
             wallet,
             MemoryFields(

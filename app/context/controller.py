@@ -26,10 +26,10 @@ class ContextController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        contexts: NamedDependency[ContextService],
+        context_service: NamedDependency[ContextService],
         data: JSONBody[ContextIn],
     ) -> dict[str, Any]:
-        block = await contexts.build(conn, request.user, data)
+        block = await context_service.build(conn, request.user, data)
         return {
             "context": block.context,
             "memories_used": block.memories_used,

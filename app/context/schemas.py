@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from app.memory.schemas import MAX_RECALL_QUERY_CHARS, Name, OptionalName, StrictStruct
+from app.kit.schemas import Name, OptionalName, StrictStruct
+from app.memory.schemas import MAX_RECALL_QUERY_CHARS
 
 MaxMemories = Annotated[int, Meta(ge=1, le=100)]
 DEFAULT_MAX_MEMORIES = 10

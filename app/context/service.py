@@ -19,7 +19,8 @@ import asyncpg
 from app.ai.facts import CONTEXT_CLOSE, CONTEXT_OPEN, FactModel, looks_like_injection
 from app.ai.tokens import count_tokens
 from app.context.schemas import ContextIn
-from app.memory.schemas import RecallIn, iso, reject_nul
+from app.kit.schemas import iso
+from app.memory.schemas import RecallIn
 from app.memory.service import MemoryService, Recalled
 
 FRAMING = (
@@ -76,12 +77,11 @@ def _entry(item: Recalled, include_metadata: bool) -> dict[str, Any]:
 
 
 class ContextService:
-    def __init__(self, memories: MemoryService, facts: FactModel) -> None:
+    def __init__(self, memories: MemoryService, fact_model: FactModel) -> None:
         self.memories = memories
-        self.facts = facts
+        self.fact_model = fact_model
 
     async def build(self, conn: asyncpg.Connection, wallet: str, req: ContextIn) -> ContextBlock:
-        reject_nul(req)
         recalled, tokens_used = await self.memories.recall(
             conn,
             wallet,
@@ -91,7 +91,7 @@ class ContextService:
         )  # fmt: skip
         summary = None
         if req.summarize and recalled:
-            summary, used = await self.facts.summarize(
+            summary, used = await self.fact_model.summarize(
                 [r.row["content"] for r in recalled], SUMMARY_WORDS
             )
             tokens_used += used

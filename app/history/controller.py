@@ -10,10 +10,10 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.errors import NotFound
 from app.api.params import Conn, WalletRequest
 from app.history import service as history
-from app.memory.schemas import iso, memory_to_wire
+from app.kit.schemas import iso
+from app.memory.schemas import memory_to_wire
 from app.memory.service import MemoryService, parse_memory_id
 
 
@@ -26,8 +26,6 @@ class HistoryController(Controller):
         self, request: WalletRequest, conn: Conn, memory_id: FromPath[str]
     ) -> dict[str, Any]:
         rows = await history.history_of(conn, request.user, parse_memory_id(memory_id))
-        if rows is None:
-            raise NotFound(f"Memory {memory_id} not found")
         return {
             "history": [
                 {

@@ -23,7 +23,8 @@ from uuid import UUID
 import asyncpg
 
 from app.history import repository as repo
-from app.memory.schemas import iso
+from app.kit.errors import MemoryNotFound
+from app.kit.schemas import iso
 
 Action = Literal["create", "update", "consolidate", "delete", "restore", "import"]
 
@@ -117,6 +118,9 @@ async def record(conn: asyncpg.Connection, wallet: str, changes: Iterable[Change
 
 async def history_of(
     conn: asyncpg.Connection, wallet: str, memory_id: UUID
-) -> list[asyncpg.Record] | None:
-    """Oldest first; None when the wallet has no such memory (the caller answers 404)."""
-    return await repo.history_of(conn, wallet, memory_id)
+) -> list[asyncpg.Record]:
+    """Oldest first; MemoryNotFound when the wallet has no such memory."""
+    rows = await repo.history_of(conn, wallet, memory_id)
+    if rows is None:
+        raise MemoryNotFound(memory_id)
+    return rows

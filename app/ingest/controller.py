@@ -45,18 +45,26 @@ class IngestController(Controller):
         status_code=HTTP_200_OK,
     )
     async def extract(
-        self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[ConversationIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        ingest_service: Ingest,
+        data: JSONBody[ConversationIn],
     ) -> dict[str, Any]:
-        outcome = await ingest.extract(
+        outcome = await ingest_service.extract(
             conn, request.user, conversation_of(data), conversation_scope(data)
         )  # fmt: skip
         return _extract_response(outcome)
 
     @post("/ingest", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
     async def ingest_conversation(
-        self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[ConversationIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        ingest_service: Ingest,
+        data: JSONBody[ConversationIn],
     ) -> dict[str, Any]:
-        outcome = await ingest.ingest(
+        outcome = await ingest_service.ingest(
             conn, request.user, conversation_of(data), conversation_scope(data), data.auto_relate
         )  # fmt: skip
         return {
@@ -68,9 +76,9 @@ class IngestController(Controller):
 
     @post("/migrate", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
     async def migrate(
-        self, request: WalletRequest, conn: Conn, ingest: Ingest, data: JSONBody[MigrateIn]
+        self, request: WalletRequest, conn: Conn, ingest_service: Ingest, data: JSONBody[MigrateIn]
     ) -> dict[str, Any]:
-        stored, processed, errors = await ingest.migrate(
+        stored, processed, errors = await ingest_service.migrate(
             conn, request.user, data.files,
             scope_of(data.namespace, data.session_id, data.agent_id), data.auto_tag,
             data.deduplicate, data.dry_run,

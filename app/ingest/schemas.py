@@ -6,7 +6,8 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from app.memory.schemas import Content, Name, OptionalName, StrictStruct
+from app.kit.schemas import Name, OptionalName, StrictStruct
+from app.memory.schemas import Content
 
 MAX_MESSAGES = 100
 MAX_FILES = 50

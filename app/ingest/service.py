@@ -17,11 +17,12 @@ from uuid import UUID
 import asyncpg
 
 from app.ai.facts import Fact, FactModel, Message, salient_tags
-from app.api.errors import InvalidInput
 from app.ingest.schemas import MAX_SECTION_CHARS, ConversationIn, FileIn
+from app.kit.errors import InvalidInput
+from app.kit.schemas import iso, parse_time
 from app.memory import repository as memory_repo
 from app.memory.dates import explicit_dates
-from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn, iso, parse_time, reject_nul
+from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn
 from app.memory.service import MemoryService, StoreOutcome
 from app.relations import repository as relations_repo
 
@@ -68,7 +69,6 @@ class ExtractOutcome:
 
 
 def conversation_of(req: ConversationIn) -> list[Message]:
-    reject_nul(req)
     messages = [Message(m.role, m.content) for m in req.messages or []]
     if req.text:
         messages.append(Message("user", req.text))
@@ -137,14 +137,14 @@ def _fit(piece: str) -> list[str]:
 
 
 class IngestService:
-    def __init__(self, memories: MemoryService, facts: FactModel) -> None:
+    def __init__(self, memories: MemoryService, fact_model: FactModel) -> None:
         self.memories = memories
-        self.facts = facts
+        self.fact_model = fact_model
 
     async def extract(
         self, conn: asyncpg.Connection, wallet: str, messages: list[Message], scope: Scope
     ) -> ExtractOutcome:
-        extraction = await self.facts.extract(messages)
+        extraction = await self.fact_model.extract(messages)
         items = [
             _store_item(f.content, scope, f.importance, f.memory_type, list(f.tags))
             for f in extraction.facts
@@ -199,7 +199,6 @@ class IngestService:
         within the request and against what the wallet has) are counted, not stored twice,
         unless `deduplicate` is off. A dry run stores in a savepoint it then rolls back, so its
         counts are exactly what the migration would do."""
-        reject_nul(files)
         items: list[StoreIn] = []
         errors: list[dict[str, str]] = []
         processed = 0

@@ -12,7 +12,8 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
-from app.db.transaction import relax_commit, request_transaction
+from app.api.transaction import relax_commit, request_transaction
+from app.kit.schemas import iso
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
     MAX_SEARCH_QUERY_CHARS,
@@ -25,7 +26,6 @@ from app.memory.schemas import (
     StoreBatchIn,
     StoreIn,
     UpdateIn,
-    iso,
     memory_to_wire,
     recalled_to_wire,
     split_tags,
@@ -130,15 +130,15 @@ class MemoryController(Controller):
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        relation_service: NamedDependency[RelationService],
+        relations_service: NamedDependency[RelationService],
         data: JSONBody[RecallIn],
     ) -> dict[str, Any]:
         recalled, tokens = await memory_service.recall(conn, request.user, data)
-        relax_commit(request)  # its writes are access counts (app/db/transaction.py)
+        relax_commit(request)  # its writes are access counts (app/api/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
             # GET /v1/memories/{id}/relations's list shape, for every result in one query
-            linked = await relation_service.of_memories(
+            linked = await relations_service.of_memories(
                 conn, request.user, [r.row["id"] for r in recalled]
             )
             for item, r in zip(items, recalled, strict=True):
@@ -260,15 +260,20 @@ class MemoryController(Controller):
         results, tokens = await memory_service.update_batch(
             conn, request.user, [(item.id, item) for item in data.updates]
         )
-        updated = sum(r["updated"] for r in results)
+        updated = sum(r.updated for r in results)
         return {
-            "results": [{k: v for k, v in r.items() if k != "status"} for r in results],
+            "results": [
+                {"id": r.memory_id, "updated": True}
+                if r.error is None
+                else {"id": r.memory_id, "updated": False, "error": r.error.message}
+                for r in results
+            ],
             "updated": updated,
             "failed": len(results) - updated,
             "errors": [
-                {"id": r["id"], "status": r["status"], "message": r["error"]}
+                {"id": r.memory_id, "status": r.error.status_code, "message": r.error.message}
                 for r in results
-                if not r["updated"]
+                if r.error is not None
             ],
             "tokens_used": tokens,
         }

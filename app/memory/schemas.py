@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import Meta
 
-from app.api.errors import InvalidInput
+from app.kit.errors import InvalidInput
+from app.kit.schemas import (
+    MAX_PAGE,
+    Metadata,
+    Name,
+    OptionalName,
+    StrictStruct,
+    iso,
+    parse_time,
+    reject_nul,
+)
 
 MAX_CONTENT_CHARS = 8192
 MAX_METADATA_BYTES = 4096
@@ -23,35 +32,18 @@ MAX_METADATA_KEYS = 20
 MAX_METADATA_DEPTH = 3
 MAX_TAGS = 10
 MAX_TAG_CHARS = 64
-MAX_NAME_CHARS = 255
 MAX_BATCH = 100
 MAX_RECALL_QUERY_CHARS = 32_768
 MAX_SEARCH_QUERY_CHARS = 1000
-# The largest page a read answers. MemoClaw's CLI pages with 1,000 (export, tags, snapshots,
-# purge, namespaces, and list/recall/search/core over-fetching up to 1,000 under --since) and its
-# MCP server allows limits up to 1,000 (memoclaw-api.md, "What MemoClaw's own clients send").
-MAX_PAGE = 1000
 DEFAULT_NAMESPACE = "default"
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_MEMORY_TYPE = "general"
 
 MemoryType = Literal["correction", "preference", "decision", "project", "observation", "general"]
 Content = Annotated[str, Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
-Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
-OptionalName = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Importance = Annotated[float, Meta(ge=0.0, le=1.0)]
 Tag = Annotated[str, Meta(min_length=1, max_length=MAX_TAG_CHARS)]
 Tags = Annotated[list[Tag], Meta(max_length=MAX_TAGS)]
-Metadata = dict[str, Any]
-
-
-class StrictStruct(Struct, omit_defaults=True):
-    """A request body: strict about the fields it knows (types, limits; a 422 otherwise) and
-    deaf to the ones it does not. MemoClaw's API ignores unknown fields and its own clients rely
-    on that (the CLI and MCP server send extra ones), so refusing them would break them."""
-
-    def __post_init__(self) -> None:
-        normalise_names(self)
 
 
 class StoreIn(StrictStruct):
@@ -152,51 +144,6 @@ class SearchIn(StrictStruct):
 
 # ---- checks msgspec cannot express -------------------------------------------------------------
 
-# Fields that name a grouping: one spelling per name, so NFC "café" and NFD "café" are one
-# namespace (and one tag). Content and other text are kept as sent.
-NAME_FIELDS = ("namespace", "tags")
-
-
-def nfc(value: str) -> str:
-    return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
-
-
-def nfc_names(value: Any) -> Any:
-    """A namespace or tags value (a string, a list of strings, None) in Unicode NFC."""
-    if isinstance(value, str):
-        return nfc(value)
-    if isinstance(value, list):
-        return [nfc(v) if isinstance(v, str) else v for v in value]
-    return value
-
-
-def normalise_names(struct: Struct) -> None:
-    """NFC for every body's namespace and tags (metadata.tags included), as it is decoded."""
-    for name in NAME_FIELDS:
-        value = getattr(struct, name, None)
-        if value is not None:
-            setattr(struct, name, nfc_names(value))
-    metadata = getattr(struct, "metadata", None)
-    if isinstance(metadata, dict) and "tags" in metadata:
-        metadata["tags"] = nfc_names(metadata["tags"])
-
-
-def reject_nul(value: Any, path: str = "$") -> None:
-    """PostgreSQL text cannot hold U+0000: refuse it anywhere in a body, naming where."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(f"NUL characters are not allowed (at {path})", {"field": path})
-    elif isinstance(value, Struct):
-        for name in value.__struct_fields__:
-            reject_nul(getattr(value, name), f"{path}.{name}")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            reject_nul(key, f"{path}.<key>")
-            reject_nul(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            reject_nul(item, f"{path}[{i}]")
-
 
 def _depth(value: Any) -> int:
     if isinstance(value, dict):
@@ -238,30 +185,6 @@ def check_tags(tags: Any, field: str = "tags") -> list[str]:
                 f"each tag in {field} must be 1..{MAX_TAG_CHARS} characters", {"field": field}
             )
     return list(tags)
-
-
-def parse_time(value: str | None, field: str) -> datetime | None:
-    """ISO 8601 (date or date-time, 'Z' allowed); naive times are UTC. Returned in UTC.
-
-    A time whose UTC instant falls outside Python's years 1..9999 (`0001-01-01T00:00:00+14:00`,
-    `9999-12-31T23:59:59-14:00`) is refused here: asyncpg would fail converting it."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise InvalidInput(
-            f"{field} must be an ISO 8601 date or date-time", {"field": field}
-        ) from exc
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC)
-    except OverflowError as exc:
-        raise InvalidInput(
-            f"{field} is out of range: in UTC it must fall within years 1 to 9999",
-            {"field": field},
-        ) from exc
 
 
 # A relative time as MemoClaw's CLI writes it (src/dates.ts): an amount and a unit, meaning that
@@ -325,10 +248,6 @@ def split_tags(value: str | list[str] | None) -> list[str] | None:
 # ---- rendering ---------------------------------------------------------------------------------
 
 
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
-
-
 def event_time_to_wire(row: Any) -> dict[str, Any]:
     """occurred_at / mentioned_at when the memory has an event time (else left out)."""
     if row.get("occurred_at") is None:
@@ -339,7 +258,7 @@ def event_time_to_wire(row: Any) -> dict[str, Any]:
 # Memory fields that may have no value. A memory omits them then instead of sending `null`:
 # MemoClaw's MCP server declares them strings in its tools' output schemas, so a strict MCP
 # client rejects a null, while the SDK's models default each of them to None
-# (memoclaw-api.md, "What MemoClaw's own clients send").
+# (docs/api-contract.md, "What MemoClaw's clients send").
 OPTIONAL_MEMORY_FIELDS = ("session_id", "agent_id", "expires_at", "deleted_at")
 
 

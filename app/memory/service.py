@@ -17,8 +17,9 @@ import msgspec
 import numpy as np
 
 from app.ai.embedders import Embedder
-from app.api.errors import Conflict, InvalidInput, NotFound
 from app.history import service as history
+from app.kit.errors import InvalidInput, MemoryImmutable, MemoryNotDeleted, MemoryNotFound
+from app.kit.schemas import nfc_names, parse_time, reject_nul
 from app.memory import repository as repo
 from app.memory.dates import EventTime, event_time, query_window
 from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
@@ -32,12 +33,9 @@ from app.memory.schemas import (
     UpdateIn,
     check_metadata,
     check_tags,
-    nfc_names,
     parse_future_time,
     parse_metadata_filter,
     parse_moment,
-    parse_time,
-    reject_nul,
     split_tags,
 )
 from app.memory.scoring import (
@@ -77,6 +75,18 @@ MAX_KEYWORD_CHARS = 1000
 
 def content_digest(content: str) -> bytes:
     return hashlib.sha256(content.encode()).digest()
+
+
+@dataclass(frozen=True)
+class UpdateOutcome:
+    """One item of a batch update: applied, or refused with the error that says why."""
+
+    memory_id: str
+    error: InvalidInput | MemoryNotFound | MemoryImmutable | None = None
+
+    @property
+    def updated(self) -> bool:
+        return self.error is None
 
 
 def parse_memory_id(raw: str) -> UUID:
@@ -137,7 +147,6 @@ def _merge_tags(*tag_lists: list[str] | None) -> list[str]:
 
 
 def prepare_store(item: StoreIn, now: datetime, field: str = "") -> MemoryFields:
-    reject_nul(item, f"${field}")
     if not item.content.strip():
         raise InvalidInput(f"{field or ''}content must not be blank", {"field": f"{field}content"})
     metadata = dict(item.metadata or {})
@@ -258,7 +267,7 @@ class MemoryService:
     ) -> tuple[StoreOutcome, int]:
         prepared = prepare_store(item, now_utc())
         embedded = await self.embedder.embed([prepared.content])
-        [outcome] = await self._write(conn, wallet, [prepared], embedded.vectors)
+        [outcome] = await self._store_deduplicated(conn, wallet, [prepared], embedded.vectors)
         await history.record(conn, wallet, [store_history(outcome, "create")])
         return outcome, embedded.tokens
 
@@ -277,7 +286,9 @@ class MemoryService:
         prepared = [prepare_store(item, now, f"memories[{i}].") for i, item in enumerate(items)]
         embedded = await self.embedder.embed([p.content for p in prepared])
         if exact_dedup:
-            outcomes = await self._write(conn, wallet, prepared, embedded.vectors, near_dedup)
+            outcomes = await self._store_deduplicated(
+                conn, wallet, prepared, embedded.vectors, near_dedup
+            )
         else:
             new = [
                 self.new_memory(wallet, p, v)
@@ -288,7 +299,7 @@ class MemoryService:
         await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
         return outcomes, embedded.tokens
 
-    async def create_exact(
+    async def create_without_dedup(
         self,
         conn: asyncpg.Connection,
         wallet: str,
@@ -319,7 +330,7 @@ class MemoryService:
             kept=kept,
         )
 
-    async def _write(
+    async def _store_deduplicated(
         self,
         conn: asyncpg.Connection,
         wallet: str,
@@ -385,7 +396,7 @@ class MemoryService:
     async def get(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyncpg.Record:
         rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)])
         if not rows:
-            raise NotFound(f"Memory {memory_id} not found")
+            raise MemoryNotFound(memory_id)
         return rows[0]
 
     async def use(
@@ -449,7 +460,7 @@ class MemoryService:
         """The memory before and after the update, and the tokens embedding its content took."""
         rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)], for_update=True)
         if not rows:
-            raise NotFound(f"Memory {memory_id} not found")
+            raise MemoryNotFound(memory_id)
         changes, new_content = self.changes_for(rows[0], patch, now_utc())
         tokens = 0
         if new_content is not None:
@@ -462,9 +473,9 @@ class MemoryService:
 
     async def update_batch(
         self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[UpdateOutcome], int]:
         """Apply each update in its own savepoint: one bad item is reported, not fatal."""
-        results: list[dict[str, Any]] = []
+        results: list[UpdateOutcome] = []
         changes: list[history.Change | None] = []
         tokens = 0
         for memory_id, patch in patches:
@@ -473,12 +484,9 @@ class MemoryService:
                     before, after, used = await self._apply_update(conn, wallet, memory_id, patch)
                 tokens += used
                 changes.append(history.updated(before, after))
-                results.append({"id": memory_id, "updated": True})
-            except (NotFound, Conflict, InvalidInput) as exc:
-                results.append(
-                    {"id": memory_id, "updated": False, "error": exc.message,
-                     "status": exc.status_code}
-                )  # fmt: skip
+                results.append(UpdateOutcome(memory_id))
+            except (MemoryNotFound, MemoryImmutable, InvalidInput) as exc:
+                results.append(UpdateOutcome(memory_id, exc))
         # the items that applied, in one statement (a failed item's savepoint left nothing)
         await history.record(conn, wallet, changes)
         return results, tokens
@@ -487,9 +495,8 @@ class MemoryService:
         self, current: asyncpg.Record, patch: UpdateIn, now: datetime
     ) -> tuple[dict[str, Any], str | None]:
         """The column changes a PATCH asks for, and the new content if it differs."""
-        reject_nul(patch)
         if current["immutable"]:
-            raise Conflict(f"Memory {current['id']} is immutable and cannot be changed")
+            raise MemoryImmutable(current["id"], "changed")
         changes: dict[str, Any] = {}
         new_content = None
         if patch.content is not None and patch.content != current["content"]:
@@ -533,7 +540,7 @@ class MemoryService:
     async def delete(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> UUID:
         row = await self.get(conn, wallet, memory_id)
         if row["immutable"]:
-            raise Conflict(f"Memory {memory_id} is immutable and cannot be deleted")
+            raise MemoryImmutable(memory_id, "deleted")
         deleted_id: UUID = row["id"]
         await repo.soft_delete(conn, wallet, [deleted_id])
         await history.record(conn, wallet, history.deleted([deleted_id]))
@@ -545,9 +552,9 @@ class MemoryService:
         """Undelete a soft-deleted memory of the wallet (Engram's addition to the contract)."""
         row = await repo.get_including_deleted(conn, wallet, parse_memory_id(memory_id))
         if row is None:
-            raise NotFound(f"Memory {memory_id} not found")
+            raise MemoryNotFound(memory_id)
         if row["deleted_at"] is None:
-            raise Conflict(f"Memory {memory_id} is not deleted")
+            raise MemoryNotDeleted(memory_id)
         restored = await repo.restore(conn, wallet, row["id"])
         await history.record(conn, wallet, [history.restored(row["id"])])
         return restored
@@ -581,7 +588,6 @@ class MemoryService:
     async def recall(
         self, conn: asyncpg.Connection, wallet: str, req: RecallIn
     ) -> tuple[list[Recalled], int]:
-        reject_nul(req)
         if not req.query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
         f = recall_filter(wallet, req)

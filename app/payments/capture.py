@@ -13,22 +13,22 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 
+from app.api.state import RequestState, state_of
 from app.payments.prices import price_of
-from app.payments.service import CAPTURED_RESPONSE_STATE
+from app.payments.service import CapturedResponse
 
-_paid_call_state: ContextVar[dict[str, Any] | None] = ContextVar("paid_call_state", default=None)
+_paid_call_state: ContextVar[RequestState | None] = ContextVar("paid_call_state", default=None)
 
 
 async def mark_paid_call(request: Request[Any, Any, Any]) -> None:
     paid = price_of(request.scope.get("route_handler")) is not None
-    _paid_call_state.set(request.scope.setdefault("state", {}) if paid else None)
+    _paid_call_state.set(state_of(request.scope) if paid else None)
 
 
 async def capture_paid_response(response: Response[Any]) -> Response[Any]:
     state = _paid_call_state.get()
     if state is not None:
-        state[CAPTURED_RESPONSE_STATE] = (
-            response.status_code,
-            msgspec.json.encode(response.content),
+        state["captured_response"] = CapturedResponse(
+            response.status_code or 200, msgspec.json.encode(response.content)
         )
     return response

@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Controller, get
 
 from app.api.params import Conn, Limit100, Offset, WalletRequest
-from app.memory.schemas import iso
+from app.kit.schemas import iso
 from app.payments import repository
 
 

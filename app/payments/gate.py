@@ -9,6 +9,9 @@
 Who owns the data when a payment is made: the signed `x-wallet-auth` wallet if there is one, else
 the payer. A payer may pay for another wallet's call (an agent's treasury paying for its
 workers); the payment is listed under both in GET /v1/payments.
+
+This is request glue, like a middleware: it reads the request (headers, body, route price) and
+hands the payment rules (service.py) plain values.
 """
 
 from __future__ import annotations
@@ -16,30 +19,61 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, NoReturn, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 import asyncpg
 from litestar import Request
 
+from app.api.headers import request_id_of
+from app.api.state import state_of
 from app.auth.free_tier import FreeTier
 from app.payments.prices import price_of
-from app.payments.service import X402Charge, X402Service
+from app.payments.service import PaidCall, X402Charge, X402Service
 
-FREE_TIER_REMAINING_STATE = "free_tier_remaining"
+AnyRequest = Request[Any, Any, Any]
 
 
 @dataclass(frozen=True)
-class Charge:
-    """How one request is paid: nothing (free route), a free-tier call, or an x402 payment."""
+class NoCharge:
+    """A free route: nothing to pay."""
 
-    kind: str  # "none" | "free_call" | "x402"
-    wallet: str | None
-    price: Decimal | None = None
-    payment: X402Charge | None = None
+    kind: Literal["none"] = "none"
 
 
-NO_CHARGE = Charge(kind="none", wallet=None)
-AnyRequest = Request[Any, Any, Any]
+@dataclass(frozen=True)
+class FreeCall:
+    """A paid route, paid with one of the wallet's free calls."""
+
+    wallet: str
+    price: Decimal
+    kind: Literal["free_call"] = "free_call"
+
+
+@dataclass(frozen=True)
+class X402Payment:
+    """A paid route, paid with an x402 payment held for this request."""
+
+    wallet: str
+    price: Decimal
+    payment: X402Charge
+    kind: Literal["x402"] = "x402"
+
+
+# How one request is paid; `kind` lets a checker narrow it.
+Charge = NoCharge | FreeCall | X402Payment
+NO_CHARGE = NoCharge()
+
+
+def paid_call(request: AnyRequest) -> PaidCall:
+    """The plain values the payment rules need from a request."""
+    return PaidCall(
+        method=request.method,
+        url=str(request.url),
+        path=request.url.path,
+        query=request.url.query or "",
+        headers=dict(request.headers),
+        request_id=request_id_of(request.scope),
+    )
 
 
 class PaymentGate(Protocol):
@@ -68,8 +102,10 @@ class Gate:
                 await self._note_remaining(request, conn, wallet)
             return NO_CHARGE
         price = self.prices_usd[kind]
-        payment = await self.x402.accept(request, conn, price)
-        if payment is not None:
+        call = paid_call(request)
+        proof = self.x402.proof_of(call, price)
+        if proof is not None:
+            payment = await self.x402.accept(conn, call, *proof, body=await request.body())
             owner = wallet or payment.proof.authorization.payer
             request.scope["user"] = owner
             try:
@@ -77,33 +113,39 @@ class Gate:
             except BaseException:
                 await self.x402.release(payment)  # the caller never learns of this charge
                 raise
-            return Charge(kind="x402", wallet=owner, price=price, payment=payment)
+            return X402Payment(wallet=owner, price=price, payment=payment)
         if wallet is None:
-            self._require_payment(request, price, "Payment required")
+            self.x402.require_payment(call, price, "Payment required")
         if await self._note_remaining(request, conn, wallet) > 0:
-            return Charge(kind="free_call", wallet=wallet, price=price)
-        self._require_payment(request, price, "Free tier used up")
+            return FreeCall(wallet=wallet, price=price)
+        self.x402.require_payment(call, price, "Free tier used up")
 
     async def settle(self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge) -> None:
-        if charge.kind == "x402" and charge.payment is not None and charge.wallet is not None:
-            await self.x402.settle(request, conn, charge.payment, charge.wallet)
-        elif charge.kind == "free_call" and charge.wallet is not None:
+        state = state_of(request.scope)
+        if isinstance(charge, X402Payment):
+            call = paid_call(request)
+            receipt = await self.x402.settle_on_chain(call, charge.payment)
+            state["settled_on_chain"] = receipt.transaction
+            state["paid_response_headers"] = await self.x402.record(
+                conn, call, charge.payment, charge.wallet, receipt, state.get("captured_response")
+            )
+        elif isinstance(charge, FreeCall):
             left = await self.free_tier.consume(conn, charge.wallet)
             if left is None:  # another request took the last free call meanwhile
-                request.state[FREE_TIER_REMAINING_STATE] = 0
-                self._require_payment(request, charge.price or Decimal(0), "Free tier used up")
-            request.state[FREE_TIER_REMAINING_STATE] = left
+                state["free_tier_remaining"] = 0
+                self._require_payment(request, charge.price, "Free tier used up")
+            state["free_tier_remaining"] = left
 
     async def release(self, charge: Charge) -> None:
-        if charge.payment is not None:
+        if isinstance(charge, X402Payment):
             await self.x402.release(charge.payment)
 
     async def _note_remaining(
         self, request: AnyRequest, conn: asyncpg.Connection, wallet: str
     ) -> int:
         remaining = await self.free_tier.remaining(conn, wallet)
-        request.state[FREE_TIER_REMAINING_STATE] = remaining
+        state_of(request.scope)["free_tier_remaining"] = remaining
         return remaining
 
     def _require_payment(self, request: AnyRequest, price: Decimal, reason: str) -> NoReturn:
-        self.x402.require_payment(request, price, reason)
+        self.x402.require_payment(paid_call(request), price, reason)

@@ -16,7 +16,7 @@ from x402.http.utils import encode_payment_required_header
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 from x402.schemas.v1 import PaymentRequirementsV1
 
-from app.api.errors import error_body
+from app.kit.errors import error_body
 from app.payments.network import Network
 
 SCHEME = "exact"

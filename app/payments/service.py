@@ -16,17 +16,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn, Protocol
 
 import anyio
 import asyncpg
-from litestar import Request
 from x402.http.utils import encode_payment_response_header
 from x402.schemas import SettleResponse
 
-from app.api.errors import Conflict, PaymentRequired, ReplayedResponse
+from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse
 from app.payments import repository
 from app.payments.facilitators import Facilitator
 from app.payments.network import Network
@@ -37,10 +37,31 @@ from app.shared.store import SharedStore, StoreUnavailable
 log = logging.getLogger("engram.payments")
 
 PAYMENT_RESPONSE_HEADER = {2: "PAYMENT-RESPONSE", 1: "X-PAYMENT-RESPONSE"}
-CAPTURED_RESPONSE_STATE = "captured_response"
-PAID_RESPONSE_HEADERS_STATE = "paid_response_headers"
-# The transaction hash once a payment has settled on chain (before its ledger row commits).
-SETTLED_ON_CHAIN_STATE = "settled_on_chain"
+
+
+@dataclass(frozen=True)
+class PaidCall:
+    """A paid request as the payment rules see it: plain values the gate read off the request
+    (REST and MCP calls alike), so no rule here knows an HTTP framework."""
+
+    method: str
+    url: str  # the resource an offer names
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    request_id: str
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class CapturedResponse:
+    """The answer a paid call gave, kept with its payment for an idempotent replay."""
+
+    status: int
+    body: bytes
 
 
 class InFlightGuard(Protocol):
@@ -149,19 +170,19 @@ class X402Service:
     def enabled(self) -> bool:
         return bool(self.pay_to and self.facilitator)
 
-    def offer(self, request: Request[Any, Any, Any], price: Decimal) -> Offer:
+    def offer(self, call: PaidCall, price: Decimal) -> Offer:
         return Offer(
             network=self.network,
             pay_to=self.pay_to or "",
             price_usd=price,
             max_timeout_seconds=self.max_timeout_seconds,
-            resource_url=str(request.url),
-            description=f"Engram {request.method} {request.url.path}",
+            resource_url=call.url,
+            description=f"Engram {call.endpoint}",
         )
 
     def require_payment(
         self,
-        request: Request[Any, Any, Any],
+        call: PaidCall,
         price: Decimal,
         message: str,
         reason: str | None = None,
@@ -174,31 +195,33 @@ class X402Service:
                 {"price_usd": str(price)},
                 headers,
             )
-        c = challenge(self.offer(request, price), message, reason)
+        c = challenge(self.offer(call, price), message, reason)
         raise PaymentRequired(message, headers={**c.headers, **(headers or {})}, body=c.body)
 
-    async def accept(
-        self, request: Request[Any, Any, Any], conn: asyncpg.Connection, price: Decimal
-    ) -> X402Charge | None:
-        """The request's proof, checked, held and verified; None when it carries none."""
+    def proof_of(self, call: PaidCall, price: Decimal) -> tuple[Offer, Proof] | None:
+        """The call's proof, checked against Engram's offer; None when it carries none."""
         if not self.enabled:
             return None
-        offer = self.offer(request, price)
+        offer = self.offer(call, price)
         try:
-            proof = read_proof(dict(request.headers), offer)
+            proof = read_proof(dict(call.headers), offer)
             if proof is None:
                 return None
             check_against_offer(proof, offer, int(time.time()))
         except PaymentRejected as rejected:
-            self.require_payment(request, price, rejected.message, rejected.reason)
-        body = await request.body()
+            self.require_payment(call, price, rejected.message, rejected.reason)
+        return offer, proof
+
+    async def accept(
+        self, conn: asyncpg.Connection, call: PaidCall, offer: Offer, proof: Proof, body: bytes
+    ) -> X402Charge:
+        """A checked proof held (no other request may use it meanwhile), found unused in the
+        ledger and verified by the facilitator. `body` makes the request's fingerprint."""
         charge = X402Charge(
             proof=proof,
             offer=offer,
             guard_key=f"{offer.network.caip2}:{proof.authorization.payer}:{proof.authorization.nonce}",
-            fingerprint=request_fingerprint(
-                request.method, request.url.path, request.url.query or "", body
-            ),
+            fingerprint=request_fingerprint(call.method, call.path, call.query, body),
         )
         with anyio.CancelScope(shield=True):  # a claim taken is a claim known, so released
             held = await self.guard.acquire(conn, charge.guard_key)
@@ -210,15 +233,15 @@ class X402Service:
                 headers={"Retry-After": "1"},
             )
         try:
-            await self._refuse_reuse(request, conn, charge)
-            await self._verify(request, charge)
+            await self._refuse_reuse(call, conn, charge)
+            await self._verify(call, charge)
         except BaseException:
             await self.release(charge)
             raise
         return charge
 
     async def _refuse_reuse(
-        self, request: Request[Any, Any, Any], conn: asyncpg.Connection, charge: X402Charge
+        self, call: PaidCall, conn: asyncpg.Connection, charge: X402Charge
     ) -> None:
         auth = charge.proof.authorization
         settled = await repository.find(
@@ -238,13 +261,13 @@ class X402Service:
                 },
             )
         self.require_payment(
-            request,
+            call,
             charge.offer.price_usd,
             "This payment was already used for another request; sign a new authorization",
             "invalid_exact_evm_nonce_already_used",
         )
 
-    async def _verify(self, request: Request[Any, Any, Any], charge: X402Charge) -> None:
+    async def _verify(self, call: PaidCall, charge: X402Charge) -> None:
         assert self.facilitator is not None
         try:
             verdict = await self.facilitator.verify(
@@ -253,26 +276,20 @@ class X402Service:
         except Exception as exc:
             log.exception("facilitator verify failed")
             self.require_payment(
-                request, charge.offer.price_usd, f"Payment could not be verified: {exc}",
+                call, charge.offer.price_usd, f"Payment could not be verified: {exc}",
                 "unexpected_verify_error",
             )  # fmt: skip
         if not verdict.is_valid:
             reason = verdict.invalid_reason or "invalid_payload"
             self.require_payment(
-                request,
+                call,
                 charge.offer.price_usd,
                 f"Payment rejected: {verdict.invalid_message or reason}",
                 reason,
             )
 
-    async def settle(
-        self,
-        request: Request[Any, Any, Any],
-        conn: asyncpg.Connection,
-        charge: X402Charge,
-        wallet: str,
-    ) -> None:
-        """Settle on chain and write the ledger row, both before the request commits."""
+    async def settle_on_chain(self, call: PaidCall, charge: X402Charge) -> SettleResponse:
+        """Settle with the facilitator; a failed settlement is a 402 carrying its receipt."""
         assert self.facilitator is not None
         try:
             receipt = await self.facilitator.settle(
@@ -286,15 +303,26 @@ class X402Service:
             )  # fmt: skip
         if not receipt.success:
             self.require_payment(
-                request,
+                call,
                 charge.offer.price_usd,
                 f"Payment could not be settled: {receipt.error_message or receipt.error_reason}",
                 receipt.error_reason or "unexpected_settle_error",
                 receipt_header(charge, receipt),
             )
-        status, body = request.state.get(CAPTURED_RESPONSE_STATE) or (None, None)
+        return receipt
+
+    async def record(
+        self,
+        conn: asyncpg.Connection,
+        call: PaidCall,
+        charge: X402Charge,
+        wallet: str,
+        receipt: SettleResponse,
+        response: CapturedResponse | None,
+    ) -> dict[str, str]:
+        """Write the settled payment's ledger row in the request's transaction (it commits with
+        the call's work); returns the receipt header the answer carries."""
         auth = charge.proof.authorization
-        request.state[SETTLED_ON_CHAIN_STATE] = receipt.transaction
         await repository.record_settled(
             conn,
             repository.SettledPayment(
@@ -305,16 +333,16 @@ class X402Service:
                 asset=charge.offer.network.asset,
                 amount=charge.offer.amount,
                 pay_to=charge.offer.pay_to,
-                endpoint=f"{request.method} {request.url.path}",
-                request_id=str(request.state.get("request_id", "")),
+                endpoint=call.endpoint,
+                request_id=call.request_id,
                 request_fingerprint=charge.fingerprint,
                 tx_hash=receipt.transaction or None,
                 settle_response=receipt.model_dump(by_alias=True, exclude_none=True),
-                response_status=status,
-                response_body=body,
+                response_status=response.status if response else None,
+                response_body=response.body if response else None,
             ),
         )
-        request.state[PAID_RESPONSE_HEADERS_STATE] = receipt_header(charge, receipt)
+        return receipt_header(charge, receipt)
 
     async def release(self, charge: X402Charge) -> None:
         """Let go of the charge's (payer, nonce); runs to its end even in a cancelled request

@@ -41,19 +41,19 @@ class RelationController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        relation_service: Relations,
+        relations_service: Relations,
         memory_id: FromPath[str],
         data: JSONBody[RelationIn],
     ) -> dict[str, Any]:
-        row = await relation_service.create(conn, request.user, memory_id, data)
+        row = await relations_service.create(conn, request.user, memory_id, data)
         return relation_to_wire(row)
 
     @get("/{memory_id:str}/relations")
     async def list_relations(
-        self, request: WalletRequest, conn: Conn, relation_service: Relations,
+        self, request: WalletRequest, conn: Conn, relations_service: Relations,
         memory_id: FromPath[str],
     ) -> dict[str, Any]:  # fmt: skip
-        rows = await relation_service.list_for(conn, request.user, memory_id)
+        rows = await relations_service.list_for(conn, request.user, memory_id)
         return {"relations": [linked_to_wire(r) for r in rows]}
 
     @delete("/{memory_id:str}/relations/{relation_id:str}", status_code=HTTP_200_OK)
@@ -61,11 +61,11 @@ class RelationController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        relation_service: Relations,
+        relations_service: Relations,
         memory_id: FromPath[str],
         relation_id: FromPath[str],
     ) -> dict[str, Any]:
-        deleted = await relation_service.delete(conn, request.user, memory_id, relation_id)
+        deleted = await relations_service.delete(conn, request.user, memory_id, relation_id)
         return {"deleted": True, "id": str(deleted)}
 
     @get("/{memory_id:str}/graph")
@@ -73,14 +73,14 @@ class RelationController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        relation_service: Relations,
+        relations_service: Relations,
         memory_id: FromPath[str],
         depth: GraphDepth = DEFAULT_GRAPH_DEPTH,
         limit: GraphLimit = DEFAULT_GRAPH_LIMIT,
         relation_types: FromQuery[list[str] | None] = None,
     ) -> dict[str, Any]:
         """`depth` in the answer is the depth asked for; each node carries its own."""
-        graph = await relation_service.graph(
+        graph = await relations_service.graph(
             conn, request.user, memory_id, depth, limit, relation_types
         )
         nodes = [node_to_wire(n) for n in graph.nodes]

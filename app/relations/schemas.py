@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from msgspec import Meta
 
-from app.memory.schemas import Metadata, StrictStruct, iso
+from app.kit.schemas import Metadata, StrictStruct, iso
 
 # The contract's relation types (memoclaw-api.md, endpoints table; the SDK's RelationType).
 RelationType = Literal["related_to", "supersedes", "contradicts", "derived_from", "supports"]

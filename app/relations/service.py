@@ -14,9 +14,15 @@ from uuid import UUID
 
 import asyncpg
 
-from app.api.errors import Conflict, InvalidInput, NotFound
+from app.kit.errors import (
+    Conflict,
+    InvalidInput,
+    MemoryNotFound,
+    RelationNotFound,
+    TargetMemoryNotFound,
+)
 from app.memory import repository as memory_repo
-from app.memory.schemas import check_metadata, reject_nul
+from app.memory.schemas import check_metadata
 from app.memory.service import parse_memory_id
 from app.relations import repository as repo
 from app.relations.schemas import RELATION_TYPES, RelationIn
@@ -55,7 +61,7 @@ class RelationService:
     async def _live_memory(self, conn: asyncpg.Connection, wallet: str, raw_id: str) -> UUID:
         memory_id = parse_memory_id(raw_id)
         if not await memory_repo.get_many(conn, wallet, [memory_id]):
-            raise NotFound(f"Memory {raw_id} not found")
+            raise MemoryNotFound(raw_id)
         return memory_id
 
     async def create(
@@ -69,7 +75,6 @@ class RelationService:
         written. The unique (source_id, target_id, relation_type) constraint makes a duplicate
         row impossible, also under concurrent identical creates (one 201, the rest 409).
         """
-        reject_nul(body)
         source_id = parse_memory_id(source_raw)
         try:
             target_id = UUID(body.target_id)
@@ -83,9 +88,9 @@ class RelationService:
         check_metadata(metadata)
         live = {r["id"] for r in await memory_repo.get_many(conn, wallet, [source_id, target_id])}
         if source_id not in live:
-            raise NotFound(f"Memory {source_raw} not found")
+            raise MemoryNotFound(source_raw)
         if target_id not in live:
-            raise NotFound(f"Target memory {body.target_id} not found", {"field": "target_id"})
+            raise TargetMemoryNotFound(body.target_id)
         row = await repo.insert(conn, wallet, source_id, target_id, body.relation_type, metadata)
         if row is not None:
             return row
@@ -118,7 +123,7 @@ class RelationService:
         memory_id = await self._live_memory(conn, wallet, memory_raw)
         deleted = await repo.delete(conn, wallet, memory_id, relation_id)
         if deleted is None:
-            raise NotFound(f"Relation {relation_raw} of memory {memory_raw} not found")
+            raise RelationNotFound(relation_raw, memory_raw)
         return deleted
 
     async def graph(
@@ -137,6 +142,6 @@ class RelationService:
         types = parse_relation_types(relation_types)
         nodes = await repo.walk(conn, wallet, root_id, depth, limit, types)
         if not nodes:
-            raise NotFound(f"Memory {root_raw} not found")
+            raise MemoryNotFound(root_raw)
         edges = await repo.edges_between(conn, wallet, [n["id"] for n in nodes], types)
         return Graph(nodes=nodes, edges=edges)

@@ -9,7 +9,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery, QueryParameter
 
 from app.api.params import Conn, WalletRequest
-from app.memory.schemas import memory_to_wire, nfc_names
+from app.kit.schemas import nfc_names
+from app.memory.schemas import memory_to_wire
 from app.suggested.repository import SuggestionFilter
 from app.suggested.service import (
     DEFAULT_LIMIT,
@@ -29,7 +30,7 @@ class SuggestedController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        suggestions: NamedDependency[SuggestedService],
+        suggested_service: NamedDependency[SuggestedService],
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
         category: FromQuery[Category | None] = None,
         namespace: FromQuery[str | None] = None,
@@ -40,7 +41,7 @@ class SuggestedController(Controller):
             wallet=request.user, namespace=nfc_names(namespace), session_id=session_id,
             agent_id=agent_id, category=category,
         )  # fmt: skip
-        rows, counts, total = await suggestions.suggested(conn, f, limit)
+        rows, counts, total = await suggested_service.suggested(conn, f, limit)
         suggested = [{**memory_to_wire(r), **suggestion_to_wire(r)} for r in rows]
         # `suggestions`: the same list under the name MemoClaw's CLI and MCP server read
         return {"suggested": suggested, "suggestions": suggested, "categories": counts,

@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import asyncpg
 
+from app.kit.schemas import reject_nul
 from app.memory import scoring
-from app.memory.schemas import reject_nul
 from app.suggested import repository as repo
 from app.suggested.repository import SuggestionFilter, SuggestionRules
 

@@ -9,7 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery
 
 from app.api.params import Conn, WalletRequest
-from app.memory.schemas import nfc_names
+from app.kit.schemas import nfc_names
 from app.tags.service import TagService
 
 
@@ -22,12 +22,12 @@ class TagController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        tag_index: NamedDependency[TagService],
+        tags_service: NamedDependency[TagService],
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
-        counted = await tag_index.tag_counts(
+        counted = await tags_service.tag_counts(
             conn, request.user, nfc_names(namespace), session_id, agent_id
         )
         return {

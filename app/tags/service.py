@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from app.memory.schemas import reject_nul
+from app.kit.schemas import reject_nul
 from app.tags import repository as repo
 
 

@@ -41,7 +41,7 @@ class TransferController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        transfers: Transfers,
+        transfer_service: Transfers,
         export_format: Annotated[ExportFormat, QueryParameter(name="format")] = "json",
         namespace: FromQuery[str | None] = None,
         memory_type: FromQuery[MemoryType | None] = None,
@@ -67,7 +67,7 @@ class TransferController(Controller):
         if export_format == "jsonl" and any(t in accept for t in NDJSON_MEDIA_TYPES):
             document, media_type = JsonLines.format, NDJSON_MEDIA_TYPES[0]
         return Stream(
-            transfers.export(request.app.state.pool, memory_filter, document),
+            transfer_service.export(request.app.state.pool, memory_filter, document),
             media_type=media_type,
         )
 
@@ -81,9 +81,9 @@ class TransferController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        transfers: Transfers,
+        transfer_service: Transfers,
         data: JSONBody[ImportIn | ImportItems],
     ) -> dict[str, Any]:
-        items = data if isinstance(data, list) else transfers.check_envelope(data)
-        report = await transfers.import_memories(conn, request.user, items)
+        items = data if isinstance(data, list) else transfer_service.check_envelope(data)
+        report = await transfer_service.import_memories(conn, request.user, items)
         return {"imported": report.imported, "skipped": report.skipped}

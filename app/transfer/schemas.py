@@ -22,7 +22,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from app.memory.schemas import StoreIn, StrictStruct, memory_to_wire
+from app.kit.schemas import StrictStruct
+from app.memory.schemas import StoreIn, memory_to_wire
 
 ExportFormat = Literal["json", "jsonl", "csv", "markdown"]
 # What an Accept header names to get format=jsonl as bare lines rather than the JSON envelope.

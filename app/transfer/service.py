@@ -33,11 +33,12 @@ import msgspec
 import numpy as np
 
 from app.ai.embedders import EmbedResult
-from app.api.errors import InvalidInput, RateLimitExceeded
 from app.history import service as history
+from app.kit.errors import InvalidInput, RateLimitExceeded
+from app.kit.schemas import parse_time
 from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter
-from app.memory.schemas import MAX_BATCH, parse_time, reject_nul
+from app.memory.schemas import MAX_BATCH
 from app.memory.service import MemoryService, content_digest, now_utc, prepare_store
 from app.transfer import repository as repo
 from app.transfer.schemas import DOCUMENTS, MAX_IMPORT_ITEMS, ImportIn, ImportItem
@@ -103,7 +104,6 @@ def prepare_import(item: ImportItem, now: datetime, index: int) -> PreparedImpor
     """An item checked like a store (plus its timestamps), or None when it has expired."""
     field = f"memories[{index}]."
     try:
-        reject_nul(item, f"$.memories[{index}]")
         expires_at = parse_time(item.expires_at, f"{field}expires_at")
         created_at = parse_time(item.created_at, f"{field}created_at") or now
         updated_at = parse_time(item.updated_at, f"{field}updated_at") or created_at

@@ -18,30 +18,30 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
 import anyio
 import asyncpg
 
-from app.api.errors import CONNECT_FAILURES, PartUnavailable
 from app.api.params import MaybeWalletRequest
+from app.api.state import state_of
+from app.db.errors import CONNECT_FAILURES
+from app.kit.errors import PartUnavailable
 from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
-from app.payments.service import SETTLED_ON_CHAIN_STATE
 
 log = logging.getLogger("engram.payments")
 
-# Set by a handler whose own writes are bookkeeping only (recall's access counts): its commit
-# need not wait for the WAL flush. A crash in the next ~200 ms (wal_writer_delay) may then forget
-# those counts and, at worst, the one free-tier call the request used; a recorded x402 payment
-# always commits durably.
-RELAXED_COMMIT_STATE = "relaxed_commit"
-
 
 def relax_commit(request: AnyRequest) -> None:
-    request.state[RELAXED_COMMIT_STATE] = True
+    """Said by a handler whose own writes are bookkeeping only (recall's access counts): its
+    commit need not wait for the WAL flush. A crash in the next ~200 ms (wal_writer_delay) may
+    then forget those counts and, at worst, the one free-tier call the request used; a recorded
+    x402 payment always commits durably."""
+    state_of(request.scope)["relaxed_commit"] = True
 
 
-def commit_may_be_relaxed(asked: bool, charge: Charge) -> bool:
-    return asked and charge.kind != "x402"
+def commit_may_be_relaxed(asked: bool, charge_kind: Literal["none", "free_call", "x402"]) -> bool:
+    return asked and charge_kind != "x402"
 
 
 @asynccontextmanager
@@ -53,7 +53,8 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
     except CONNECT_FAILURES as exc:
         # nothing listens, or the pool cannot connect in time: a 503, before any work
         raise PartUnavailable("database") from exc
-    charge = NO_CHARGE
+    charge: Charge = NO_CHARGE
+    state = state_of(request.scope)
     try:
         tx = conn.transaction()
         await tx.start()
@@ -62,7 +63,7 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
             yield conn
             with anyio.CancelScope(shield=True):
                 await gate.settle(request, conn, charge)
-                if commit_may_be_relaxed(bool(request.state.get(RELAXED_COMMIT_STATE)), charge):
+                if commit_may_be_relaxed(state.get("relaxed_commit", False), charge.kind):
                     await conn.execute("SET LOCAL synchronous_commit = off")
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -72,12 +73,12 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
             with anyio.CancelScope(shield=True):  # no await between settle and here
                 await tx.commit()
     except BaseException:
-        if request.state.get(SETTLED_ON_CHAIN_STATE):
+        if state.get("settled_on_chain"):
             # Settled, then failed before the commit ended (commit is the try's last step): only
             # the database lost at that moment does this. The money moved but the ledger row did
             # not commit; logged with what an operator needs to reconcile.
             log.error("payment settled on chain but not recorded: %s, tx %s",
-                      charge, request.state[SETTLED_ON_CHAIN_STATE])  # fmt: skip
+                      charge, state["settled_on_chain"])  # fmt: skip
         raise
     finally:
         with anyio.CancelScope(shield=True):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from app.memory.schemas import StrictStruct
+from app.kit.schemas import StrictStruct
 
 MemoryId = Annotated[str, Meta(min_length=1, max_length=64)]
 

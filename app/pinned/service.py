@@ -13,11 +13,12 @@ from uuid import UUID
 
 import asyncpg
 
-from app.api.errors import InvalidInput
-from app.core.schemas import PinIn
+from app.kit.errors import InvalidInput
+from app.kit.schemas import reject_nul
 from app.memory.repository import MemoryFilter
-from app.memory.schemas import UpdateIn, reject_nul
+from app.memory.schemas import UpdateIn
 from app.memory.service import MemoryService
+from app.pinned.schemas import PinIn
 
 
 def pinned_id(body: PinIn) -> str:
@@ -30,7 +31,7 @@ def pinned_id(body: PinIn) -> str:
     return chosen
 
 
-class CoreService:
+class PinnedService:
     def __init__(self, memories: MemoryService) -> None:
         self.memories = memories
 

@@ -12,16 +12,17 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.params import Conn, Offset, PageLimit, WalletRequest
-from app.core.schemas import PinIn
-from app.core.service import CoreService, pinned_id
+from app.kit.schemas import nfc_names
 from app.memory.repository import MemoryFilter
-from app.memory.schemas import memory_to_wire, nfc_names
+from app.memory.schemas import memory_to_wire
+from app.pinned.schemas import PinIn
+from app.pinned.service import PinnedService, pinned_id
 
 BASES = ("/memories/core", "/core-memories", "/core")
 DEFAULT_LIMIT = 100
 
 
-class CoreController(Controller):
+class PinnedController(Controller):
     path = "/v1"
     tags = ["core memories"]
 
@@ -30,7 +31,7 @@ class CoreController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        core_memories: NamedDependency[CoreService],
+        pinned_service: NamedDependency[PinnedService],
         limit: PageLimit = DEFAULT_LIMIT,
         offset: Offset = 0,
         namespace: FromQuery[str | None] = None,
@@ -43,7 +44,7 @@ class CoreController(Controller):
             session_id=session_id,
             agent_id=agent_id,
         )
-        rows, total = await core_memories.list_core(conn, f, limit, offset)
+        rows, total = await pinned_service.list_core(conn, f, limit, offset)
         return {
             "memories": [memory_to_wire(r) for r in rows],
             "total": total,
@@ -56,10 +57,10 @@ class CoreController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        core_memories: NamedDependency[CoreService],
+        pinned_service: NamedDependency[PinnedService],
         data: JSONBody[PinIn],
     ) -> dict[str, Any]:
-        memory_id = await core_memories.set_pinned(conn, request.user, pinned_id(data), True)
+        memory_id = await pinned_service.set_pinned(conn, request.user, pinned_id(data), True)
         return {"pinned": True, "id": str(memory_id)}
 
     @delete([f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK)
@@ -67,8 +68,8 @@ class CoreController(Controller):
         self,
         request: WalletRequest,
         conn: Conn,
-        core_memories: NamedDependency[CoreService],
+        pinned_service: NamedDependency[PinnedService],
         memory_id: FromPath[str],
     ) -> dict[str, Any]:
-        unpinned = await core_memories.set_pinned(conn, request.user, memory_id, False)
+        unpinned = await pinned_service.set_pinned(conn, request.user, memory_id, False)
         return {"unpinned": True, "id": str(unpinned)}

@@ -1,0 +1,28 @@
+"""What a request carries in its state between the layers that handle it, declared in one place.
+
+The payment gate, the request transaction, the response hooks and the handlers all read or write
+a request's `scope["state"]`; each key is named here with its type, and read or written only
+through these functions.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict, cast
+
+from litestar.types import Scope
+
+from app.payments.service import CapturedResponse
+
+
+class RequestState(TypedDict, total=False):
+    request_id: str  # X-Request-Id: the client's (when sane) or one minted here
+    free_tier_remaining: int  # the wallet's free calls left, once the gate has learnt it
+    captured_response: CapturedResponse  # a paid call's answer, kept for a replay
+    paid_response_headers: dict[str, str]  # the settlement receipt header
+    settled_on_chain: str  # the transaction hash, once settled (before its ledger row commits)
+    relaxed_commit: bool  # the handler's own writes are bookkeeping only (recall's counts)
+
+
+def state_of(scope: Scope) -> RequestState:
+    """The request's state, typed: `request.state` of Litestar lives in the scope's `state`."""
+    return cast(RequestState, scope.setdefault("state", {}))

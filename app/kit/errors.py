@@ -1,0 +1,142 @@
+"""Engram's errors, defined apart from their rendering (app/api/errors.py renders them as
+{"error": {"code", "message", "details"}}, MemoClaw's wire shape).
+
+Services and repositories raise these; none of them knows HTTP beyond the status a contract code
+stands for. Named subclasses say what went wrong (`MemoryNotFound`), so no caller builds an
+error's message by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# How long a client should wait before trying again when a part is down.
+OUTAGE_RETRY_AFTER_SECONDS = 5
+
+
+class ApiError(Exception):
+    """An error with a contract code (docs/api-contract.md, "Errors")."""
+
+    status_code = 500
+    code = "INTERNAL_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.headers = headers or {}
+        self.body = body  # a full body in the contract's shape, when more than `error` is sent
+
+
+class Unauthorized(ApiError):
+    status_code = 401
+    code = "UNAUTHORIZED"
+
+
+class PaymentRequired(ApiError):
+    status_code = 402
+    code = "PAYMENT_REQUIRED"
+
+
+class NotFound(ApiError):
+    status_code = 404
+    code = "NOT_FOUND"
+
+
+class Conflict(ApiError):
+    status_code = 409
+    code = "CONFLICT"
+
+
+class InvalidInput(ApiError):
+    status_code = 422
+    code = "VALIDATION_ERROR"
+
+
+class UnsupportedMediaType(ApiError):
+    status_code = 415
+    code = "UNSUPPORTED_MEDIA_TYPE"
+
+
+class RateLimitExceeded(ApiError):
+    status_code = 429
+    code = "RATE_LIMIT_EXCEEDED"
+
+
+class ServiceUnavailable(ApiError):
+    status_code = 503
+    code = "SERVICE_UNAVAILABLE"
+
+
+class PartUnavailable(ServiceUnavailable):
+    """A part Engram needs (the database, Redis) is down: 503 with Retry-After."""
+
+    def __init__(self, part: str) -> None:
+        super().__init__(
+            f"{part} is unavailable; nothing was changed or charged, retry shortly",
+            {"unavailable": part},
+            {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)},
+        )
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+# ---- memories ----------------------------------------------------------------------------------
+
+
+class MemoryNotFound(NotFound):
+    """No memory with this id in the caller's wallet (another wallet's memory is not found)."""
+
+    def __init__(self, memory_id: object, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"Memory {memory_id} not found", details)
+        self.memory_id = memory_id
+
+
+class TargetMemoryNotFound(NotFound):
+    """A relation's target is not among the caller's memories."""
+
+    def __init__(self, memory_id: object) -> None:
+        super().__init__(f"Target memory {memory_id} not found", {"field": "target_id"})
+        self.memory_id = memory_id
+
+
+class MemoryImmutable(Conflict):
+    """The memory was stored immutable: it cannot be changed or deleted."""
+
+    def __init__(self, memory_id: object, action: str) -> None:
+        super().__init__(f"Memory {memory_id} is immutable and cannot be {action}")
+        self.memory_id = memory_id
+
+
+class MemoryNotDeleted(Conflict):
+    """A restore of a memory that is not deleted."""
+
+    def __init__(self, memory_id: object) -> None:
+        super().__init__(f"Memory {memory_id} is not deleted")
+        self.memory_id = memory_id
+
+
+class RelationNotFound(NotFound):
+    def __init__(self, relation_id: object, memory_id: object) -> None:
+        super().__init__(f"Relation {relation_id} of memory {memory_id} not found")
+
+
+# ---- control flow ------------------------------------------------------------------------------
+
+
+class ReplayedResponse(Exception):
+    """Answer with a response stored earlier (an idempotent replay of a settled payment)."""
+
+    def __init__(self, status_code: int, body: bytes, headers: dict[str, str]) -> None:
+        super().__init__("replayed response")
+        self.status_code = status_code
+        self.body = body
+        self.headers = headers
