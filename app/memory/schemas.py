@@ -1,7 +1,7 @@
 """Wire structs for the memory endpoints: request bodies with the contract's limits, and the
 rendering of stored rows into the shapes MemoClaw's clients parse.
 
-Limits come from memoclaw-api.md ("Memory object", "Other limits").
+Limits come from docs/api-contract.md ("Memory object", "Limits").
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ MAX_RECALL_QUERY_CHARS = 32_768
 MAX_SEARCH_QUERY_CHARS = 1000
 # The largest page a read answers. MemoClaw's CLI pages with 1,000 (export, tags, snapshots,
 # purge, namespaces, and list/recall/search/core over-fetching up to 1,000 under --since) and its
-# MCP server allows limits up to 1,000 (memoclaw-api.md, "What MemoClaw's own clients send").
+# MCP server allows limits up to 1,000 (docs/api-contract.md, "What MemoClaw's clients send").
 MAX_PAGE = 1000
 DEFAULT_NAMESPACE = "default"
 DEFAULT_IMPORTANCE = 0.5
@@ -339,7 +339,7 @@ def event_time_to_wire(row: Any) -> dict[str, Any]:
 # Memory fields that may have no value. A memory omits them then instead of sending `null`:
 # MemoClaw's MCP server declares them strings in its tools' output schemas, so a strict MCP
 # client rejects a null, while the SDK's models default each of them to None
-# (memoclaw-api.md, "What MemoClaw's own clients send").
+# (docs/api-contract.md, "What MemoClaw's clients send").
 OPTIONAL_MEMORY_FIELDS = ("session_id", "agent_id", "expires_at", "deleted_at")
 
 
