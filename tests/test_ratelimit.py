@@ -1,4 +1,4 @@
-"""Per-wallet rate limits (memoclaw-api.md, "Errors, rate limits, headers"): counts, headers, the
+"""Per-wallet rate limits (docs/api-contract.md, "Rate limits"): counts, headers, the
 429 body, route limits, window rollover, and one count shared by instances through Redis."""
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ async def test_openai_compatible_endpoint_end_to_end(make_app, database_url, wal
 
 
 def test_postgres_without_pgvector_is_refused_clearly(tmp_path: Path) -> None:
-    """The machine's system PostgreSQL 15 has no pgvector (see stack notes)."""
+    """The machine's system PostgreSQL 15 has no pgvector (docs/api-contract.md, "Measurements
+    the code cites")."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     env["ENGRAM_DATABASE_URL"] = os.environ.get(
         "ENGRAM_TEST_PLAIN_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

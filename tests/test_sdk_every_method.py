@@ -773,8 +773,8 @@ async def test_close(client: Client) -> None:
 
 async def test_wallet_only_mode_is_refused(base_url: str, tmp_path: Path) -> None:
     """The SDK's wallet-only mode sends a bare address as x-wallet-auth. Engram refuses it on
-    purpose (memoclaw-api.md: a malformed header is a 401 whatever the endpoint): an unsigned
-    address would let anyone read and delete any wallet's memories."""
+    purpose (docs/api-contract.md, "Identity rules": a malformed header is a 401 whatever the
+    endpoint): an unsigned address would let anyone read and delete any wallet's memories."""
     address = Account.create().address
     kwargs = _client_kwargs(base_url, tmp_path)
     with MemoClaw(wallet_address=address, **kwargs) as sync_client:

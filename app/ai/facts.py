@@ -42,12 +42,12 @@ __all__ = [
     "strip_engram_context",
 ]
 
-# The contract's memory types (memoclaw-api.md, "Memory object").
+# The contract's memory types (docs/api-contract.md, "Memory object").
 MEMORY_TYPES = ("correction", "preference", "decision", "project", "observation", "general")
 
-# Contract limits (memoclaw-api.md): content <= 8,192 chars, tags <= 64 chars. Five tags per
-# extracted fact (the contract allows ten per memory) leaves room for tags a client adds later;
-# a hundred facts per call is the store-batch limit, so one extraction fits one batch.
+# Contract limits (docs/api-contract.md, "Limits"): content <= 8,192 chars, tags <= 64 chars.
+# Five tags per extracted fact (the contract allows ten per memory) leaves room for tags a client
+# adds later; a hundred facts per call is the store-batch limit, so one extraction fits one batch.
 MAX_FACT_CHARS = 8192
 MAX_TAG_CHARS = 64
 MAX_TAGS_PER_FACT = 5

@@ -26,8 +26,8 @@ from litestar import Request
 
 from app.kit.errors import InvalidInput, UnsupportedMediaType
 
-# Deepest JSON body accepted. The contract allows metadata 3 levels deep (memoclaw-api.md,
-# "Memory object"); an import body wraps memories in 2 more. 64 leaves room for any real client
+# Deepest JSON body accepted. The contract allows metadata 3 levels deep (docs/api-contract.md,
+# "Limits"); an import body wraps memories in 2 more. 64 leaves room for any real client
 # and stays far below what the C stack holds.
 MAX_JSON_DEPTH = 64
 

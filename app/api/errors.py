@@ -24,7 +24,7 @@ log = logging.getLogger("engram.errors")
 AnyRequest: TypeAlias = Request[Any, Any, Any]
 ErrorResponse: TypeAlias = Response[dict[str, Any]]
 
-# Contract codes by HTTP status (memoclaw-api.md, "Errors"); the others are Engram's own.
+# Contract codes by HTTP status (docs/api-contract.md, "Errors"); the others are Engram's own.
 CODE_BY_STATUS = {
     400: "VALIDATION_ERROR",
     401: "UNAUTHORIZED",

@@ -1,10 +1,10 @@
 """Per-wallet rate limits: fixed one-minute windows counted in the SharedStore (Redis when
 configured, so every instance sees one count; in-process otherwise).
 
-Contract (memoclaw-api.md, "Errors, rate limits, headers"; MemoClaw's reference/rate-limiting
-page): 100 requests/min per wallet overall, 10/min on extract and consolidate; every limited
-response carries X-RateLimit-Limit/-Remaining/-Reset (unix time); excess answers 429
-RATE_LIMIT_EXCEEDED with details {limit, reset_at (ISO 8601 UTC)} and Retry-After (seconds).
+Contract (docs/api-contract.md, "Rate limits"; MemoClaw's reference/rate-limiting page): 100
+requests/min per wallet overall, 10/min on extract and consolidate; every limited response
+carries X-RateLimit-Limit/-Remaining/-Reset (unix time); excess answers 429 RATE_LIMIT_EXCEEDED
+with details {limit, reset_at (ISO 8601 UTC)} and Retry-After (seconds).
 
 Who is counted: the wallet WalletAuthMiddleware put in `scope["user"]`; without one (a paid route
 called anonymously, or a public route such as /v1/free-tier/info) the client IP, so anonymous

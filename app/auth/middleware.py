@@ -1,6 +1,6 @@
 """Who is calling: verify `x-wallet-auth` and put the wallet on the request (`scope["user"]`).
 
-Rules (memoclaw-api.md, "Identity rules Engram follows"): a bad header is 401 everywhere; no
+Rules (docs/api-contract.md, "Identity rules"): a bad header is 401 everywhere; no
 header is 401 on free routes and passes through on paid routes, where the payment gate answers
 402 (an x402 payment alone identifies a payer). Public handlers set `exclude_from_auth=True`.
 

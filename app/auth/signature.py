@@ -28,7 +28,7 @@ ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 SIGNATURE_RE = re.compile(r"^(0x)?[0-9a-fA-F]{130}$")
 TIMESTAMP_RE = re.compile(r"^\d{1,12}$")
 VERIFIED_CACHE_SIZE = 10_000
-# The contract's window (memoclaw-api.md, "Identity and free tier"): the most an operator may set.
+# The contract's window (docs/api-contract.md, "Identity rules"): the most an operator may set.
 MAX_WINDOW_SECONDS = 300
 # Clock difference tolerated for a timestamp ahead of the server's clock.
 MAX_FUTURE_SKEW_SECONDS = 30

@@ -1,4 +1,4 @@
-"""Wire struct for POST /v1/memories/consolidate (memoclaw-api.md)."""
+"""Wire struct for POST /v1/memories/consolidate (docs/api-contract.md, "Endpoints", "Limits")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wire struct for POST /v1/context (limits: memoclaw-api.md)."""
+"""Wire struct for POST /v1/context (limits: docs/api-contract.md, "Limits")."""
 
 from __future__ import annotations
 

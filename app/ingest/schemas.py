@@ -1,4 +1,5 @@
-"""Wire structs for turning conversations and files into memories (limits: memoclaw-api.md)."""
+"""Wire structs for turning conversations and files into memories (limits: docs/api-contract.md,
+"Limits")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Wire structs for the memory endpoints: request bodies with the contract's limits, and the
 rendering of stored rows into the shapes MemoClaw's clients parse.
 
-Limits come from memoclaw-api.md ("Memory object", "Other limits").
+Limits come from docs/api-contract.md ("Memory object", "Limits").
 """
 
 from __future__ import annotations

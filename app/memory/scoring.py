@@ -1,4 +1,4 @@
-"""The 4-signal hybrid recall score (memoclaw-api.md, "Recall: the 4-signal hybrid score").
+"""The 4-signal hybrid recall score (docs/api-contract.md, "Recall score").
 
     hybrid = vector_sim × 0.55 + keyword_match × 0.25 + recency × 0.20
     score  = hybrid × context_importance × access_boost × type_decay

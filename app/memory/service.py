@@ -52,23 +52,25 @@ from app.memory.scoring import (
 )
 
 # Store merges a new memory into an existing one of the same wallet and namespace at or above
-# this cosine similarity (the seed architecture's figure in memoclaw-api.md).
+# this cosine similarity (MemoClaw's seed architecture figure; docs/api-contract.md,
+# "Dedup on store").
 DEDUP_SIMILARITY = 0.95
 # Candidates gathered from each of the vector and keyword sides before scoring.
 MIN_CANDIDATES_PER_SIDE = 50
 CANDIDATES_PER_RESULT = 4
 # Up to this many matching memories, recall scans them exactly instead of walking the HNSW graph:
 # an exact scan of 2,000 vectors costs a few ms and is always right, while a graph walk for a
-# small wallet in a big partition has to skip most nodes (calibration in ../shared stack.md:
-# forced HNSW 63 ms vs exact 1.3 ms for a 900-memory wallet among 1M rows).
+# small wallet in a big partition has to skip most nodes (calibration in docs/api-contract.md,
+# "Measurements the code cites": forced HNSW 63 ms vs exact 1.3 ms for a 900-memory wallet among
+# 1M rows).
 EXACT_SCAN_MAX_ROWS = 2000
 # A store's near-duplicate lookup runs once per item: up to this many stored memories a scan of
 # them beats a graph walk per item (100 items against 500 rows: ~30 ms either way, measured).
 DEDUP_SCAN_MAX_ROWS = 500
 # The keyword side of a recall reads at most this many distinct words of the query, within this
-# many characters (the search query's limit, memoclaw-api.md): PostgreSQL's text-search parser
-# recurses per term, so 16,384 words overflowed its stack and 10,000 took 3.4 s. The vector side
-# still embeds the whole query.
+# many characters (the search query's limit, docs/api-contract.md, "Limits"): PostgreSQL's
+# text-search parser recurses per term, so 16,384 words overflowed its stack and 10,000 took
+# 3.4 s. The vector side still embeds the whole query.
 MAX_KEYWORD_TERMS = 64
 MAX_KEYWORD_CHARS = 1000
 

@@ -1,9 +1,10 @@
 """Engram's own payment offers and the 402 challenge that carries them.
 
 One offer per paid call: scheme `exact`, USDC on the configured network, the handler's price,
-Engram's payTo. The challenge is readable by every kind of client at once (memoclaw-api.md and
-x402.md): the v2 `PAYMENT-REQUIRED` header, the v1 JSON body (`x402Version`, `accepts`), and
-the contract's `{"error": {...}}` object (never the v1 string, which crashes MemoClaw's SDK).
+Engram's payTo. The challenge is readable by every kind of client at once (docs/api-contract.md,
+"Payments (x402)"): the v2 `PAYMENT-REQUIRED` header, the v1 JSON body (`x402Version`,
+`accepts`), and the contract's `{"error": {...}}` object (never the v1 string, which crashes
+MemoClaw's SDK).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What each paid call costs: the handler declares its kind of price (`opt={"price": kind}`), and
 the price list maps kinds to USD amounts (contract defaults, each overridable by configuration).
 
-Defaults from memoclaw-api.md ("Prices", USD, paid in USDC): only endpoints that call an
+Defaults from docs/api-contract.md ("Prices", USD, paid in USDC): only endpoints that call an
 embedding model or an LLM are paid. Middleware and the payment gate read the kind from the route
 handler, so there is no path→price table to drift.
 """

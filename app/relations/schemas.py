@@ -1,6 +1,6 @@
 """Wire structs for relations and the memory graph, and the rendering of their rows into the shapes
-MemoClaw's SDK parses (memoclaw-api.md, "What the official clients actually send": `Relation`,
-`RelationWithMemory`, `MemoryGraphResponse`).
+MemoClaw's SDK parses (`Relation`, `RelationWithMemory`, `MemoryGraphResponse`;
+docs/api-contract.md, "Relations, graph and history" and "MemoClaw compatibility").
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from msgspec import Meta
 
 from app.kit.schemas import Metadata, StrictStruct, iso
 
-# The contract's relation types (memoclaw-api.md, endpoints table; the SDK's RelationType).
+# The contract's relation types (docs/api-contract.md, "Relations, graph and history"; the SDK's
+# RelationType).
 RelationType = Literal["related_to", "supersedes", "contradicts", "derived_from", "supports"]
 RELATION_TYPES: tuple[str, ...] = get_args(RelationType)
 
-# Graph walk bounds (memoclaw-api.md: depth ≤ 5, default 2; limit ≤ 200, default 50).
+# Graph walk bounds (docs/api-contract.md, "Limits": depth ≤ 5, default 2; limit ≤ 200, default 50).
 DEFAULT_GRAPH_DEPTH = 2
 MAX_GRAPH_DEPTH = 5
 DEFAULT_GRAPH_LIMIT = 50

@@ -2,7 +2,7 @@
 in both directions; the breadth-first graph walk.
 
 No SQL here (repository.py) and no HTTP types (controller.py); the caller's transaction is used.
-Relations are free calls (memoclaw-api.md, "Prices").
+Relations are free calls (docs/api-contract.md, "Prices").
 """
 
 from __future__ import annotations

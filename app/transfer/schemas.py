@@ -1,6 +1,6 @@
 """Wire shapes of export and import: the import body, and the export documents written piece by
 piece into the JSON envelope `{format, memories, count}` that MemoClaw's clients parse for every
-format (memoclaw-api.md, "What the official clients actually send").
+format (docs/api-contract.md, "Export and import" and "MemoClaw compatibility").
 
 For `json` and `jsonl`, `memories` is the list of memory objects (GET /v1/memories items):
 MemoClaw's MCP server parses the answer as JSON for every format and writes the JSON lines
