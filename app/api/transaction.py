@@ -25,6 +25,7 @@ import asyncpg
 
 from app.api.params import MaybeWalletRequest
 from app.api.state import state_of
+from app.db import repository as db
 from app.db.errors import CONNECT_FAILURES
 from app.kit.errors import PartUnavailable
 from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
@@ -64,7 +65,7 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
             with anyio.CancelScope(shield=True):
                 await gate.settle(request, conn, charge)
                 if commit_may_be_relaxed(state.get("relaxed_commit", False), charge.kind):
-                    await conn.execute("SET LOCAL synchronous_commit = off")
+                    await db.commit_without_waiting_for_flush(conn)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await tx.rollback()

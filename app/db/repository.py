@@ -25,3 +25,8 @@ async def embedding_dims(conn: asyncpg.Connection) -> int | None:
 
 async def ping(conn: asyncpg.Connection) -> bool:
     return bool(await conn.fetchval("SELECT true"))
+
+
+async def commit_without_waiting_for_flush(conn: asyncpg.Connection) -> None:
+    """This transaction's commit returns before its WAL is flushed (durable ~200 ms later)."""
+    await conn.execute("SET LOCAL synchronous_commit = off")
