@@ -8,7 +8,7 @@ from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Request
 from litestar.config.app import AppConfig
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -16,7 +16,7 @@ from litestar.openapi import OpenAPIConfig
 
 from app.ai.embedders import build_embedder
 from app.ai.fact_models import build_fact_model
-from app.api.body import BoundedRequest, restore_recursion_limit
+from app.api.body import BoundedRequest, check_query_string, restore_recursion_limit
 from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
@@ -75,6 +75,13 @@ def _from_state(name: str) -> Provide:
         return state[name]
 
     return Provide(provide, sync_to_thread=False)
+
+
+async def before_handler(request: Request[Any, Any, Any]) -> None:
+    """Runs before a handler's parameters are parsed: the query string's NUL check, then the
+    note that lets a paid call's answer be kept with its payment."""
+    check_query_string(request)
+    await mark_paid_call(request)
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -204,7 +211,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         before_send=[add_response_headers],
-        before_request=mark_paid_call,
+        before_request=before_handler,
         after_request=capture_paid_response,
         lifespan=[lifespan, mcp.lifespan],  # the pool first: MCP tool calls use it
         state=state,

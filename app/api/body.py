@@ -1,5 +1,8 @@
-"""Request bodies checked before anything decodes them: JSON media type, nesting depth and the
-C stack.
+"""Request input checked before anything decodes it: query strings free of NUL; bodies' JSON
+media type, nesting depth and the C stack.
+
+PostgreSQL text cannot hold U+0000: a body's structs refuse it as they are decoded
+(app/kit/schemas.py), and every query string is refused here, before any parameter is parsed.
 
 A body sent with an explicit content type other than JSON (`text/plain`, a form) is refused with
 415: Litestar would otherwise decode it as JSON all the same. A body with no content type is
@@ -25,6 +28,7 @@ import numpy as np
 from litestar import Request
 
 from app.kit.errors import InvalidInput, UnsupportedMediaType
+from app.kit.schemas import NulCharacter
 
 # Deepest JSON body accepted. The contract allows metadata 3 levels deep (docs/api-contract.md,
 # "Limits"); an import body wraps memories in 2 more. 64 leaves room for any real client
@@ -97,6 +101,13 @@ class BoundedRequest(Request[Any, Any, Any]):
             check_json_depth(body)
             self._body_checked = True
         return body
+
+
+def check_query_string(request: Request[Any, Any, Any]) -> None:
+    """A 422 for a NUL anywhere in the query string (names and values, as decoded)."""
+    for name, value in request.query_params.multi_items():
+        if "\x00" in name or "\x00" in value:
+            raise NulCharacter(f"$.query.{name}")
 
 
 def restore_recursion_limit() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from app.ai.embedders import Embedder
 from app.history import service as history
 from app.kit.errors import InvalidInput, MemoryImmutable, MemoryNotDeleted, MemoryNotFound
-from app.kit.schemas import nfc_names, parse_time, reject_nul
+from app.kit.schemas import nfc_names, parse_time
 from app.memory import repository as repo
 from app.memory.dates import EventTime, event_time, query_window
 from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
@@ -436,7 +436,6 @@ class MemoryService:
         limit: int,
         order: repo.ListOrder | None = None,
     ) -> tuple[list[asyncpg.Record], int]:
-        reject_nul(query, "$.query")
         if not query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
         return await repo.keyword_search(conn, f, query, limit, order)
@@ -747,8 +746,6 @@ def list_filter(
 ) -> MemoryFilter:
     """The filter of list, count, search and export from their query strings (validated).
     `after`/`before` may be relative (`7d`); `metadata` is a JSON object, or its text."""
-    # PostgreSQL text cannot hold NUL: a 422 here, not a database error
-    reject_nul([namespace, session_id, agent_id, memory_type, *(tags or [])], "$.query")
     now = now_utc()
     return MemoryFilter(
         wallet=wallet,

@@ -14,7 +14,6 @@ from uuid import UUID
 import asyncpg
 
 from app.kit.errors import InvalidInput
-from app.kit.schemas import reject_nul
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import UpdateIn
 from app.memory.service import MemoryService
@@ -38,7 +37,6 @@ class PinnedService:
     async def list_core(
         self, conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int
     ) -> tuple[list[asyncpg.Record], int]:
-        reject_nul([f.namespace, f.session_id, f.agent_id], "$.query")
         f.pinned = True
         return await self.memories.list_page(conn, f, limit, offset)
 

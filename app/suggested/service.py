@@ -32,7 +32,6 @@ from typing import Any, Literal
 
 import asyncpg
 
-from app.kit.schemas import reject_nul
 from app.memory import scoring
 from app.suggested import repository as repo
 from app.suggested.repository import SuggestionFilter, SuggestionRules
@@ -66,7 +65,6 @@ class SuggestedService:
         self, conn: asyncpg.Connection, f: SuggestionFilter, limit: int
     ) -> tuple[list[asyncpg.Record], dict[str, int], int]:
         """The page of suggestions, the count of every category, and the total matching."""
-        reject_nul([f.namespace, f.session_id, f.agent_id], "$.query")
         rows, found = await repo.suggested(conn, f, self.rules, limit)
         counts: dict[str, int] = {name: found.get(name, 0) for name in CATEGORIES}
         total = counts[f.category] if f.category else sum(counts.values())

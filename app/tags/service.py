@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncpg
 
-from app.kit.schemas import reject_nul
 from app.tags import repository as repo
 
 
@@ -19,6 +18,5 @@ class TagService:
         session_id: str | None = None,
         agent_id: str | None = None,
     ) -> list[tuple[str, int]]:
-        reject_nul([namespace, session_id, agent_id], "$.query")
         rows = await repo.tag_counts(conn, wallet, namespace, session_id, agent_id)
         return [(r["tag"], int(r["count"])) for r in rows]
