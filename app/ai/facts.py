@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from app.config import LLMSettings
+
 __all__ = [
     "CONTEXT_CLOSE",
     "CONTEXT_OPEN",
@@ -301,19 +303,17 @@ def looks_like_injection(line: str) -> bool:
 # --------------------------------------------------------------------------- factory
 
 
-def build_fact_model(
-    openai_api_key: str | None, base_url: str | None, model: str | None
-) -> FactModel:
+def build_fact_model(settings: LLMSettings) -> FactModel:
     """The offline heuristics unless an OpenAI key or an OpenAI-compatible base_url is set
     (env OPENAI_API_KEY, ENGRAM_LLM_BASE_URL, ENGRAM_LLM_MODEL)."""
     # Imported here: both implementations import this module.
     from app.ai.heuristics import HeuristicFactModel
     from app.ai.llm import DEFAULT_LLM_MODEL, OpenAIFactModel
 
-    if not openai_api_key and not base_url:
+    if not settings.openai_api_key and not settings.base_url:
         return HeuristicFactModel()
     return OpenAIFactModel(
-        api_key=openai_api_key or None,
-        base_url=base_url or None,
-        model=model or DEFAULT_LLM_MODEL,
+        api_key=settings.openai_api_key or None,
+        base_url=settings.base_url or None,
+        model=settings.model or DEFAULT_LLM_MODEL,
     )
