@@ -87,61 +87,45 @@ async def before_handler(request: Request[Any, Any, Any]) -> None:
 def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or Settings.from_env()
     restore_recursion_limit()  # every import that could raise it (py_ecc) has run by now
-    if not settings.database_url:
-        raise RuntimeError("create_app needs settings.database_url (engram serve provides one)")
-    embedder = build_embedder(
-        settings.openai_api_key,
-        settings.embed_base_url,
-        settings.embed_model,
-        settings.embed_dims,
-        settings.embed_int8,
-    )
-    free_tier = FreeTier(settings.free_tier_calls)
-    fact_model = build_fact_model(
-        settings.openai_api_key, settings.llm_base_url, settings.llm_model
-    )
+    database_url = settings.database.url
+    if not database_url:
+        raise RuntimeError("create_app needs settings.database.url (engram serve provides one)")
+    embedder = build_embedder(settings.embedder)
+    free_tier = FreeTier(settings.limits.free_tier_calls)
+    fact_model = build_fact_model(settings.llm)
+    recall = settings.recall
     memories = MemoryService(
         embedder,
-        access_boost=settings.recall_access_boost,
-        recall_counts_access=settings.recall_counts_access,
-        access_counted_once_per=timedelta(seconds=settings.access_counted_once_per_seconds),
-        second_round=settings.recall_second_round,
-        event_time_boost=settings.recall_event_time,
+        access_boost=recall.access_boost,
+        recall_counts_access=recall.counts_access,
+        access_counted_once_per=timedelta(seconds=recall.access_counted_once_per_seconds),
+        second_round=recall.second_round,
+        event_time_boost=recall.event_time,
     )
-    shared = build_shared_store(settings.redis_url)
-    wallet_verifier = WalletVerifier(settings.auth_window_seconds)
+    shared = build_shared_store(settings.database.redis_url)
+    auth = settings.auth
+    wallet_verifier = WalletVerifier(auth.window_seconds)
     # Configured keys, or (none configured) the database's generated secret, loaded at startup.
-    sessions = SessionTokens(parse_keys(settings.jwt_secrets), settings.session_ttl_seconds)
-    network = configured_network(
-        settings.x402_network,
-        settings.x402_asset,
-        settings.x402_asset_name,
-        settings.x402_asset_version,
-        settings.x402_asset_decimals,
-    )
+    sessions = SessionTokens(parse_keys(auth.jwt_secrets), auth.session_ttl_seconds)
+    network = configured_network(settings.x402)
     x402 = X402Service(
         network=network,
-        pay_to=settings.x402_pay_to,
-        facilitator=build_facilitator(
-            settings.x402_facilitator_url,
-            settings.x402_relayer_key,
-            settings.x402_rpc_url,
-            network.caip2,
-        ),
+        pay_to=settings.x402.pay_to,
+        facilitator=build_facilitator(settings.x402, network.caip2),
         # Redis when configured (shared by every instance), else the database's advisory locks
-        guard=SharedStoreGuard(shared, settings.x402_max_timeout_seconds)
-        if settings.redis_url
+        guard=SharedStoreGuard(shared, settings.x402.max_timeout_seconds)
+        if settings.database.redis_url
         else PostgresGuard(),
-        max_timeout_seconds=settings.x402_max_timeout_seconds,
+        max_timeout_seconds=settings.x402.max_timeout_seconds,
     )
-    siwx = SiwxVerifier(network.caip2, settings.auth_window_seconds)
+    siwx = SiwxVerifier(network.caip2, auth.window_seconds)
 
     mcp = McpEndpoint(_version())
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         pool = await create_pool(
-            asyncpg_dsn(settings.database_url or ""), settings.db_pool_min, settings.db_pool_max
+            asyncpg_dsn(database_url), settings.database.pool_min, settings.database.pool_max
         )
         try:
             async with pool.acquire() as conn:
@@ -177,7 +161,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "settings": settings,
             "shared": shared,
             "embedder": embedder,
-            "payment_gate": Gate(free_tier, x402, settings.prices_usd),
+            "payment_gate": Gate(free_tier, x402, settings.x402.prices_usd),
             "version": _version(),
         }
     )
@@ -206,8 +190,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         },
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
         middleware=[
-            WalletAuthMiddleware(wallet_verifier, sessions, siwx, settings.public_url),
-            RateLimitMiddleware(shared, settings.rate_limit_per_minute),
+            WalletAuthMiddleware(wallet_verifier, sessions, siwx, settings.server.public_url),
+            RateLimitMiddleware(shared, settings.limits.rate_limit_per_minute),
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         before_send=[add_response_headers],
@@ -216,7 +200,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         lifespan=[lifespan, mcp.lifespan],  # the pool first: MCP tool calls use it
         state=state,
         request_class=BoundedRequest,
-        request_max_body_size=settings.max_body_bytes,
+        request_max_body_size=settings.limits.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="Engram",
             version=_version(),

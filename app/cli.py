@@ -23,19 +23,20 @@ log = logging.getLogger("engram")
 def database(settings: Settings) -> Iterator[Settings]:
     """Yield settings with a database URL: the configured one, or a started embedded PostgreSQL
     (data kept in a per-user directory and reused across restarts), stopped cleanly on exit."""
-    if settings.database_url:
+    if settings.database.url:
         yield settings
         return
     from app.db.embedded import EmbeddedPostgres, default_data_dir
 
-    data_dir = settings.data_dir / "pgdata" if settings.data_dir else default_data_dir()
+    configured = settings.database.data_dir
+    data_dir = configured / "pgdata" if configured else default_data_dir()
     server = EmbeddedPostgres(data_dir)
     started = time.perf_counter()
     dsn = server.start()
     log.warning("embedded PostgreSQL at %s (data in %s, %.1f s)", dsn, data_dir,
                 time.perf_counter() - started)  # fmt: skip
     try:
-        yield replace(settings, database_url=dsn)
+        yield replace(settings, database=replace(settings.database, url=dsn))
     finally:
         server.stop()
 
@@ -48,14 +49,8 @@ def migrate(settings: Settings) -> None:
     from app.db.pool import asyncpg_dsn
     from app.db.schema import SchemaError, check_embedding_dims, check_pgvector, upgrade_to_head
 
-    embedder = build_embedder(
-        settings.openai_api_key,
-        settings.embed_base_url,
-        settings.embed_model,
-        settings.embed_dims,
-        settings.embed_int8,
-    )
-    url = settings.database_url or ""
+    embedder = build_embedder(settings.embedder)
+    url = settings.database.url or ""
 
     async def check(after_upgrade: bool) -> None:
         conn = await asyncpg.connect(asyncpg_dsn(url))
@@ -78,7 +73,7 @@ def migrate(settings: Settings) -> None:
 def prepare_local_model(settings: Settings) -> None:
     """Build the local int8 embedding model now (once per machine, a few seconds), so the first
     request does not wait for it; workers then only load the cached file."""
-    if settings.uses_remote_embedder or not settings.embed_int8:
+    if settings.embedder.is_remote or not settings.embedder.int8:
         return
     from app.ai.embedders import LocalMiniLMEmbedder
 
@@ -93,7 +88,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from app.asgi import create_app
 
     settings = Settings.from_env()
-    settings = replace(settings, host=args.host or settings.host, port=args.port or settings.port)
+    server = settings.server
+    server = replace(server, host=args.host or server.host, port=args.port or server.port)
+    settings = replace(settings, server=server)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it; SIGTERM's default action
     # would kill us right there, before `database()` stops the embedded PostgreSQL. Exit instead.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -109,7 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
             _serve_workers(ready, args.workers)
             return
         app = create_app(ready)
-        uvicorn.run(app, host=ready.host, port=ready.port, log_level="info", access_log=False)
+        host, port = ready.server.host, ready.server.port
+        uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
 
 
 # Worker processes get the parent's resolved settings (embedded database URL, dev chain) here.
@@ -125,7 +123,7 @@ def _serve_workers(settings: Settings, workers: int) -> None:
     import msgspec
     import uvicorn
 
-    if not settings.redis_url:
+    if not settings.database.redis_url:
         log.warning(
             "%d workers without ENGRAM_REDIS_URL: rate limits are counted per worker", workers
         )
@@ -134,8 +132,8 @@ def _serve_workers(settings: Settings, workers: int) -> None:
         "app.cli:worker_app",
         factory=True,
         workers=workers,
-        host=settings.host,
-        port=settings.port,
+        host=settings.server.host,
+        port=settings.server.port,
         log_level="info",
         access_log=False,
     )

@@ -1,17 +1,22 @@
 """Engram's settings, read once from ENGRAM_* environment variables, with embedded defaults.
 
 No variable set means: embedded PostgreSQL, local embedder, in-process limits, no keys needed.
+Each setting is declared once, in a small group, with its variable, default and parser
+(`env(...)`); `Settings.from_env` reads every group from those declarations, and README's
+configuration table is tested against them. This module imports nothing from the app but the
+contract's defaults (app/kit/contract.py), so loading settings loads no framework.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from decimal import Decimal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any, Generic, Self, TypeVar, get_type_hints
 
-from app.api.ratelimit import OVERALL_PER_MINUTE
-from app.payments.prices import DEFAULT_PRICES_USD, price_list
+from app.kit.contract import DEFAULT_PRICES_USD, OVERALL_PER_MINUTE
 
 # Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
 # at 512 dims; offline default: all-MiniLM-L6-v2, 384 dims).
@@ -19,134 +24,261 @@ LOCAL_EMBED_DIMS = 384
 OPENAI_EMBED_MODEL = "text-embedding-3-small"
 OPENAI_EMBED_DIMS = 512
 
-
-def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    return value if value not in (None, "") else default
+T = TypeVar("T")
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = _env(name)
-    if raw is None:
-        return default
+# Parsers: (the variable's name, its value, never empty) -> the setting.
+
+
+def text(name: str, raw: str) -> str:
+    return raw
+
+
+def integer(name: str, raw: str) -> int:
     try:
         return int(raw)
     except ValueError as exc:
         raise SystemExit(f"{name} must be an integer, got {raw!r}") from exc
 
 
-def _env_flag(name: str, default: bool) -> bool:
-    raw = _env(name)
-    return default if raw is None else raw.lower() not in ("0", "false", "off", "no")
+def integer_or_none(name: str, raw: str) -> int | None:
+    """An integer, 0 meaning unset."""
+    return integer(name, raw) or None
+
+
+def flag(name: str, raw: str) -> bool:
+    return raw.lower() not in ("0", "false", "off", "no")
+
+
+def int8_flag(name: str, raw: str) -> bool:
+    """ENGRAM_EMBED_INT8's own spelling, kept as it was: case-sensitive, and "no" means yes."""
+    return raw not in ("0", "false", "off")
+
+
+def path(name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+def comma_list(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated entries, blanks dropped."""
+    return tuple(entry.strip() for entry in raw.split(",") if entry.strip())
+
+
+def usd_amount(name: str, raw: str) -> Decimal:
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise SystemExit(f"{name} must be a USD amount") from None
+    if value <= 0:
+        raise SystemExit(f"{name} must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class EnvVar(Generic[T]):
+    """The environment variable a setting is read from: unset or empty means the default."""
+
+    name: str
+    default: T
+    parse: Callable[[str, str], T]
+
+    def variables(self) -> list[EnvVar[Any]]:
+        """The variables read (this one; an EnvFamily has several)."""
+        return [self]
+
+    def read(self, environ: Mapping[str, str]) -> T:
+        raw = environ.get(self.name)
+        return self.parse(self.name, raw) if raw else self.default
+
+
+@dataclass(frozen=True)
+class EnvFamily(Generic[T]):
+    """One variable per key of `defaults` (`prefix` + the key in upper case), read into a dict."""
+
+    prefix: str
+    defaults: Mapping[str, T]
+    parse: Callable[[str, str], T]
+
+    def variables(self) -> list[EnvVar[Any]]:
+        return [
+            EnvVar(self.prefix + key.upper(), default, self.parse)
+            for key, default in self.defaults.items()
+        ]
+
+    def read(self, environ: Mapping[str, str]) -> dict[str, T]:
+        return {
+            key: var.read(environ) for key, var in zip(self.defaults, self.variables(), strict=True)
+        }
+
+
+ENV_KEY = "env"  # the field metadata key holding a setting's EnvVar or EnvFamily
+
+
+def env(name: str, default: T, parse: Callable[[str, str], T], *, secret: bool = False) -> T:
+    """A setting read from the variable `name`; `secret` keeps it out of repr().
+
+    It returns a dataclass Field (typed as the setting, as `field()` is), which ruff's RUF009
+    takes for a default evaluated once: hence its noqa where the type is not immutable."""
+    declared = EnvVar(name, default, parse)
+    return field(default=default, repr=not secret, metadata={ENV_KEY: declared})
+
+
+def env_family(
+    prefix: str, defaults: Mapping[str, T], parse: Callable[[str, str], T]
+) -> dict[str, T]:
+    """A dict setting, each of its keys read from a variable of its own (see EnvFamily)."""
+    declared = EnvFamily(prefix, defaults, parse)
+    return field(default_factory=lambda: dict(defaults), metadata={ENV_KEY: declared})
+
+
+@dataclass(frozen=True)
+class SettingsGroup:
+    """A group of settings; fields declared with `env` are read from the environment, the others
+    keep their default."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Self:
+        return cls(
+            **{
+                f.name: f.metadata[ENV_KEY].read(environ)
+                for f in fields(cls)
+                if ENV_KEY in f.metadata
+            }
+        )
+
+
+@dataclass(frozen=True)
+class ServerSettings(SettingsGroup):
+    host: str = env("ENGRAM_HOST", "127.0.0.1", text)
+    port: int = env("ENGRAM_PORT", 8000, integer)
+    # The origin clients reach this server at (scheme://host[:port]), which Sign-In-With-X
+    # proofs must name; unset: the origin each request was sent to (its Host header).
+    public_url: str | None = env("ENGRAM_PUBLIC_URL", None, text)
+
+
+@dataclass(frozen=True)
+class DatabaseSettings(SettingsGroup):
+    url: str | None = env("ENGRAM_DATABASE_URL", None, text)  # None -> embedded PostgreSQL
+    # parent of the embedded database's data directory; None -> a per-user data directory
+    data_dir: Path | None = env("ENGRAM_DATA_DIR", None, path)  # noqa: RUF009
+    pool_min: int = env("ENGRAM_DB_POOL_MIN", 2, integer)
+    pool_max: int = env("ENGRAM_DB_POOL_MAX", 20, integer)
+    # state shared by every instance (rate limits, payments in flight); None -> in-process
+    redis_url: str | None = env("ENGRAM_REDIS_URL", None, text)
+
+
+@dataclass(frozen=True)
+class AuthSettings(SettingsGroup):
+    # x-wallet-auth (and Sign-In-With-X) validity; 1..300 (app/auth/signature.py)
+    window_seconds: int = env("ENGRAM_AUTH_WINDOW_SECONDS", 300, integer)
+    # Session JWT keys, `kid:secret` or `secret`; the first signs, all verify (app/auth/session.py).
+    # Empty: one secret generated on first start and kept in the database's engram_settings.
+    jwt_secrets: tuple[str, ...] = env("ENGRAM_JWT_SECRETS", (), comma_list, secret=True)
+    session_ttl_seconds: int = env("ENGRAM_SESSION_TTL_SECONDS", 7 * 86_400, integer)
+
+
+@dataclass(frozen=True)
+class LimitsSettings(SettingsGroup):
+    free_tier_calls: int = env("ENGRAM_FREE_TIER_CALLS", 100, integer)
+    # Requests per minute per wallet (IP when anonymous), all routes together; 0 disables this
+    # overall limit. Routes' own limits (`limited(n)` in the handler's opt) apply regardless.
+    rate_limit_per_minute: int = env("ENGRAM_RATE_LIMIT_PER_MINUTE", OVERALL_PER_MINUTE, integer)
+    max_body_bytes: int = 64 * 1024  # not read from the environment
+
+
+@dataclass(frozen=True)
+class RecallSettings(SettingsGroup):
+    # the contract's access boost; see app/memory/scoring.py
+    access_boost: bool = env("ENGRAM_RECALL_ACCESS_BOOST", True, flag)
+    # MemoClaw's accounting: every memory a recall returns counts as accessed (off: only uses)
+    counts_access: bool = env("ENGRAM_RECALL_COUNTS_ACCESS", False, flag)
+    # A use counts as an access at most once per memory per this many seconds (0: every use)
+    access_counted_once_per_seconds: int = env(
+        "ENGRAM_ACCESS_COUNTED_ONCE_PER_SECONDS", 86_400, integer
+    )
+    second_round: bool = env("ENGRAM_RECALL_SECOND_ROUND", True, flag)  # continuation, relations
+    event_time: bool = env("ENGRAM_RECALL_EVENT_TIME", True, flag)  # boost the named event time
+
+
+@dataclass(frozen=True)
+class EmbedderSettings(SettingsGroup):
+    """The local MiniLM unless an OpenAI key or an OpenAI-compatible base URL is set."""
+
+    # OPENAI_API_KEY serves the LLM too (LLMSettings reads the same variable)
+    openai_api_key: str | None = env("OPENAI_API_KEY", None, text, secret=True)
+    base_url: str | None = env("ENGRAM_EMBED_BASE_URL", None, text)
+    model: str | None = env("ENGRAM_EMBED_MODEL", None, text)  # None -> text-embedding-3-small
+    dims: int | None = env("ENGRAM_EMBED_DIMS", None, integer_or_none)  # None -> the model's
+    # the local MiniLM run as a dynamically quantized int8 model (app/ai/int8.py), else float
+    int8: bool = env("ENGRAM_EMBED_INT8", True, int8_flag)
+
+    @property
+    def is_remote(self) -> bool:
+        return bool(self.openai_api_key or self.base_url)
+
+    @property
+    def expected_dims(self) -> int:
+        """The vector dimension this configuration's embedder produces."""
+        if self.dims:
+            return self.dims
+        return OPENAI_EMBED_DIMS if self.is_remote else LOCAL_EMBED_DIMS
+
+
+@dataclass(frozen=True)
+class LLMSettings(SettingsGroup):
+    """The offline heuristics unless an OpenAI key or an OpenAI-compatible base URL is set."""
+
+    openai_api_key: str | None = env("OPENAI_API_KEY", None, text, secret=True)
+    base_url: str | None = env("ENGRAM_LLM_BASE_URL", None, text)  # any OpenAI-compatible chat
+    model: str | None = env("ENGRAM_LLM_MODEL", None, text)  # None -> gpt-4o-mini
+
+
+@dataclass(frozen=True)
+class X402Settings(SettingsGroup):
+    """Where payments go and who settles them (see app/payments/). Payments are accepted when
+    pay_to is set and either a facilitator URL or an RPC URL + relayer key is."""
+
+    network: str = env("ENGRAM_X402_NETWORK", "base", text)  # base | base-sepolia
+    pay_to: str | None = env("ENGRAM_X402_PAY_TO", None, text)
+    facilitator_url: str | None = env("ENGRAM_X402_FACILITATOR_URL", None, text)
+    rpc_url: str | None = env("ENGRAM_X402_RPC_URL", None, text)
+    relayer_key: str | None = env("ENGRAM_X402_RELAYER_KEY", None, text, secret=True)
+    max_timeout_seconds: int = env("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300, integer)
+    # A token other than the network's USDC (address, EIP-712 name and version, decimals)
+    asset: str | None = env("ENGRAM_X402_ASSET", None, text)
+    asset_name: str | None = env("ENGRAM_X402_ASSET_NAME", None, text)
+    asset_version: str | None = env("ENGRAM_X402_ASSET_VERSION", None, text)
+    asset_decimals: int | None = env("ENGRAM_X402_ASSET_DECIMALS", None, integer_or_none)
+    # USD per kind of paid call (app/payments/prices.py), each ENGRAM_PRICE_<KIND>
+    prices_usd: dict[str, Decimal] = env_family(  # noqa: RUF009
+        "ENGRAM_PRICE_", DEFAULT_PRICES_USD, usd_amount
+    )
 
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str | None = None  # None -> embedded PostgreSQL
-    redis_url: str | None = None  # None -> in-process equivalents
-    data_dir: Path | None = None  # parent of the embedded database's data directory
-    host: str = "127.0.0.1"
-    port: int = 8000
-    free_tier_calls: int = 100
-    auth_window_seconds: int = 300  # x-wallet-auth validity; 1..300 (app/auth/signature.py)
-    # The origin clients reach this server at (scheme://host[:port]), which Sign-In-With-X
-    # proofs must name; unset: the origin each request was sent to (its Host header).
-    public_url: str | None = None
-    # Session JWT keys, `kid:secret` or `secret`; the first signs, all verify (app/auth/session.py).
-    # Empty: one secret generated on first start and kept in the database's engram_settings.
-    jwt_secrets: tuple[str, ...] = field(default=(), repr=False)
-    session_ttl_seconds: int = 7 * 86_400
-    # Requests per minute per wallet (IP when anonymous), all routes together; 0 disables this
-    # overall limit. Routes' own limits (`limited(n)` in the handler's opt) apply regardless.
-    rate_limit_per_minute: int = OVERALL_PER_MINUTE
-    max_body_bytes: int = 64 * 1024
-    openai_api_key: str | None = None
-    embed_base_url: str | None = None
-    embed_model: str | None = None
-    embed_dims: int | None = None
-    # the local MiniLM run as a dynamically quantized int8 model (app/ai/int8.py), else float
-    embed_int8: bool = True
-    recall_access_boost: bool = True  # the contract's access boost; see app/memory/scoring.py
-    # MemoClaw's accounting: every memory a recall returns counts as accessed (off: only uses)
-    recall_counts_access: bool = False
-    # A use counts as an access at most once per memory per this many seconds (0: every use)
-    access_counted_once_per_seconds: int = 86_400
-    recall_second_round: bool = True  # continuation and relations of the top hits
-    recall_event_time: bool = True  # boost memories whose event time the query names
-    llm_base_url: str | None = None  # any OpenAI-compatible chat endpoint
-    llm_model: str | None = None  # default gpt-4o-mini
-    db_pool_min: int = 2
-    db_pool_max: int = 20
-    # x402: where payments go and who settles them (see app/payments/). Payments are accepted
-    # when pay_to is set and either a facilitator URL or an RPC URL + relayer key is.
-    x402_network: str = "base"  # base | base-sepolia
-    x402_pay_to: str | None = None
-    x402_facilitator_url: str | None = None
-    x402_rpc_url: str | None = None
-    x402_relayer_key: str | None = None
-    x402_max_timeout_seconds: int = 300
-    # A token other than the network's USDC (address, EIP-712 name and version, decimals)
-    x402_asset: str | None = None
-    x402_asset_name: str | None = None
-    x402_asset_version: str | None = None
-    x402_asset_decimals: int | None = None
-    prices_usd: dict[str, Decimal] = field(default_factory=lambda: dict(DEFAULT_PRICES_USD))
+    """All of Engram's settings, one group per concern; `from_env` reads every group."""
 
-    @property
-    def uses_remote_embedder(self) -> bool:
-        return bool(self.openai_api_key or self.embed_base_url)
-
-    @property
-    def expected_embed_dims(self) -> int:
-        """The vector dimension this configuration's embedder produces."""
-        if self.embed_dims:
-            return self.embed_dims
-        return OPENAI_EMBED_DIMS if self.uses_remote_embedder else LOCAL_EMBED_DIMS
+    server: ServerSettings = field(default_factory=ServerSettings)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
+    recall: RecallSettings = field(default_factory=RecallSettings)
+    embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    x402: X402Settings = field(default_factory=X402Settings)
 
     @classmethod
-    def from_env(cls) -> Settings:
-        data_dir = _env("ENGRAM_DATA_DIR")
-        return cls(
-            database_url=_env("ENGRAM_DATABASE_URL"),
-            redis_url=_env("ENGRAM_REDIS_URL"),
-            data_dir=Path(data_dir) if data_dir else None,
-            host=_env("ENGRAM_HOST", "127.0.0.1") or "127.0.0.1",
-            port=_env_int("ENGRAM_PORT", 8000),
-            free_tier_calls=_env_int("ENGRAM_FREE_TIER_CALLS", 100),
-            jwt_secrets=tuple(
-                entry.strip()
-                for entry in (_env("ENGRAM_JWT_SECRETS") or "").split(",")
-                if entry.strip()
-            ),
-            session_ttl_seconds=_env_int("ENGRAM_SESSION_TTL_SECONDS", 7 * 86_400),
-            auth_window_seconds=_env_int("ENGRAM_AUTH_WINDOW_SECONDS", 300),
-            public_url=_env("ENGRAM_PUBLIC_URL"),
-            rate_limit_per_minute=_env_int("ENGRAM_RATE_LIMIT_PER_MINUTE", OVERALL_PER_MINUTE),
-            openai_api_key=_env("OPENAI_API_KEY"),
-            embed_base_url=_env("ENGRAM_EMBED_BASE_URL"),
-            embed_model=_env("ENGRAM_EMBED_MODEL"),
-            embed_dims=_env_int("ENGRAM_EMBED_DIMS", 0) or None,
-            embed_int8=_env("ENGRAM_EMBED_INT8", "1") not in ("0", "false", "off"),
-            recall_access_boost=_env_flag("ENGRAM_RECALL_ACCESS_BOOST", True),
-            recall_counts_access=_env_flag("ENGRAM_RECALL_COUNTS_ACCESS", False),
-            access_counted_once_per_seconds=_env_int(
-                "ENGRAM_ACCESS_COUNTED_ONCE_PER_SECONDS", 86_400
-            ),
-            recall_second_round=_env_flag("ENGRAM_RECALL_SECOND_ROUND", True),
-            recall_event_time=_env_flag("ENGRAM_RECALL_EVENT_TIME", True),
-            llm_base_url=_env("ENGRAM_LLM_BASE_URL"),
-            llm_model=_env("ENGRAM_LLM_MODEL"),
-            db_pool_min=_env_int("ENGRAM_DB_POOL_MIN", 2),
-            db_pool_max=_env_int("ENGRAM_DB_POOL_MAX", 20),
-            x402_network=_env("ENGRAM_X402_NETWORK", "base") or "base",
-            x402_pay_to=_env("ENGRAM_X402_PAY_TO"),
-            x402_facilitator_url=_env("ENGRAM_X402_FACILITATOR_URL"),
-            x402_rpc_url=_env("ENGRAM_X402_RPC_URL"),
-            x402_relayer_key=_env("ENGRAM_X402_RELAYER_KEY"),
-            x402_max_timeout_seconds=_env_int("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300),
-            x402_asset=_env("ENGRAM_X402_ASSET"),
-            x402_asset_name=_env("ENGRAM_X402_ASSET_NAME"),
-            x402_asset_version=_env("ENGRAM_X402_ASSET_VERSION"),
-            x402_asset_decimals=_env_int("ENGRAM_X402_ASSET_DECIMALS", 0) or None,
-            prices_usd=price_list(os.environ),
-        )
+    def groups(cls) -> dict[str, type[SettingsGroup]]:
+        """Each group's name and class, in declaration order."""
+        hints = get_type_hints(cls)
+        return {f.name: hints[f.name] for f in fields(cls)}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Every group read from `environ` (default: the process environment)."""
+        source = os.environ if environ is None else environ
+        groups: dict[str, Any] = {
+            name: group.from_env(source) for name, group in cls.groups().items()
+        }
+        return cls(**groups)

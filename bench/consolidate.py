@@ -25,7 +25,7 @@ from pgvector.asyncpg import register_vector
 
 from app.asgi import create_app
 from app.auth.signature import sign_header
-from app.config import LOCAL_EMBED_DIMS, Settings
+from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
 from app.db.embedded import EmbeddedPostgres
 from app.db.schema import upgrade_to_head
 
@@ -69,7 +69,9 @@ async def main(n: int) -> None:
         await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
         account = Account.create()
         await fill(dsn, account.address.lower(), memories(n, np.random.default_rng(1)))
-        app = create_app(Settings(database_url=dsn, free_tier_calls=10))
+        app = create_app(
+            Settings(database=DatabaseSettings(url=dsn), limits=LimitsSettings(free_tier_calls=10))
+        )
         async with AsyncTestClient(app=app, timeout=600) as client:
             for label, body in (("dry run", {"dry_run": True}), ("rule mode", {})):
                 headers = {"x-wallet-auth": sign_header(account.key.hex())}

@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from app.asgi import create_app
 from app.auth.signature import sign_header
-from app.config import LOCAL_EMBED_DIMS, Settings
+from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
 from app.db.embedded import EmbeddedPostgres
 from app.db.schema import upgrade_to_head
 
@@ -243,13 +242,13 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
     return {"table": table, "split": split, "latency_ms": {"p50": p50, "p95": p95}}
 
 
-# name -> (Settings changes, stores its own copy of the turns, sends occurred_at)
+# name -> (Settings.recall changes, stores its own copy of the turns, sends occurred_at)
 CONFIGS: dict[str, tuple[dict[str, Any], bool, bool]] = {
     "default": ({}, False, False),
-    "no-second-round": ({"recall_second_round": False}, False, False),
-    "no-event-time": ({"recall_event_time": False}, False, False),
-    "first-round": ({"recall_second_round": False, "recall_event_time": False}, False, False),
-    "memoclaw-access": ({"recall_counts_access": True}, True, False),
+    "no-second-round": ({"second_round": False}, False, False),
+    "no-event-time": ({"event_time": False}, False, False),
+    "first-round": ({"second_round": False, "event_time": False}, False, False),
+    "memoclaw-access": ({"counts_access": True}, True, False),
     "event-time-field": ({}, True, True),
 }
 
@@ -271,14 +270,18 @@ async def main() -> None:
     try:
         await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
         from tests.conftest import served
+        from tests.support.settings import changed
 
-        base = Settings(database_url=dsn, free_tier_calls=10**9, rate_limit_per_minute=0)
+        base = Settings(
+            database=DatabaseSettings(url=dsn),
+            limits=LimitsSettings(free_tier_calls=10**9, rate_limit_per_minute=0),
+        )
         shared_keys: dict[str, str] | None = None
         figures = {}
         for name in args.configs.split(","):
             changes, own_copy, event_time = CONFIGS[name]
             print(f"\n== {name} ==", flush=True)
-            with served(create_app(replace(base, **changes))) as url:
+            with served(create_app(changed(base, recall=changes))) as url:
                 if own_copy:
                     keys = await store_all(url, samples, event_time)
                 else:

@@ -66,7 +66,13 @@ from locomo import (  # noqa: E402  (bench/ is not a package: imported as a sibl
 from app.ai.embedders import Embedder, EmbedResult, build_embedder  # noqa: E402
 from app.asgi import create_app  # noqa: E402
 from app.auth.signature import sign_header  # noqa: E402
-from app.config import LOCAL_EMBED_DIMS, Settings  # noqa: E402
+from app.config import (  # noqa: E402
+    LOCAL_EMBED_DIMS,
+    DatabaseSettings,
+    LimitsSettings,
+    RecallSettings,
+    Settings,
+)
 from app.db.embedded import EmbeddedPostgres  # noqa: E402
 from app.db.schema import upgrade_to_head  # noqa: E402
 from tests.openai_wire import JsonHandler  # noqa: E402
@@ -332,20 +338,15 @@ async def run(systems: list[System], conversations: list[dict[str, Any]]) -> dic
 
 def engram_settings(dsn: str, scoring: str) -> Settings:
     return Settings(
-        database_url=dsn, free_tier_calls=10**9, rate_limit_per_minute=0,
-        recall_access_boost=scoring == "contract",
-    )  # fmt: skip
+        database=DatabaseSettings(url=dsn),
+        limits=LimitsSettings(free_tier_calls=10**9, rate_limit_per_minute=0),
+        recall=RecallSettings(access_boost=scoring == "contract"),
+    )
 
 
 def engram_embedder(settings: Settings) -> Embedder:
     """The embedder create_app builds from these settings (no key: the local MiniLM)."""
-    return build_embedder(
-        settings.openai_api_key,
-        settings.embed_base_url,
-        settings.embed_model,
-        settings.embed_dims,
-        settings.embed_int8,
-    )
+    return build_embedder(settings.embedder)
 
 
 @contextmanager
@@ -498,7 +499,7 @@ async def main() -> None:
             "embedder": {  # Engram's local embedder, from the same settings on both sides
                 "model": embeddings.embedder.model_name,
                 "dims": embeddings.embedder.dims,
-                "int8": plain.embed_int8,
+                "int8": plain.embedder.int8,
             },
             "search_limit": LIMIT,
             "latency": "wall time per call, searches interleaved question by question: Engram "

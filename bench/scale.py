@@ -57,7 +57,7 @@ import app.db.pool as app_pool
 from app.ai.embedders import CachedEmbedder, EmbedResult
 from app.asgi import create_app
 from app.auth.signature import sign_header
-from app.config import LOCAL_EMBED_DIMS, Settings
+from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
 from app.db.embedded import EmbeddedPostgres
 from app.db.pool import SESSION_SETTINGS, create_pool
 from app.db.schema import upgrade_to_head
@@ -641,7 +641,10 @@ async def run_http(
 
 def bench_app(dsn: str, embedder: CachedEmbedder) -> Litestar:
     app = create_app(
-        Settings(database_url=dsn, free_tier_calls=1_000_000_000, rate_limit_per_minute=0)
+        Settings(
+            database=DatabaseSettings(url=dsn),
+            limits=LimitsSettings(free_tier_calls=1_000_000_000, rate_limit_per_minute=0),
+        )
     )
     app.state.memory_service.embedder = embedder
     return app

@@ -15,7 +15,6 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
@@ -29,8 +28,9 @@ from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
 from app.auth.signature import sign_header
-from app.config import LOCAL_EMBED_DIMS, Settings
+from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
 from app.db.schema import upgrade_to_head
+from tests.support.settings import changed
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +60,8 @@ def settings(database_url: str) -> Settings:
     # No overall rate limit on the shared app: it serves the whole session from one client IP,
     # some tests from one wallet at > 100 calls/min. tests/test_ratelimit.py tests the limits.
     return Settings(
-        database_url=database_url, free_tier_calls=100, db_pool_max=30, rate_limit_per_minute=0
+        database=DatabaseSettings(url=database_url, pool_max=30),
+        limits=LimitsSettings(free_tier_calls=100, rate_limit_per_minute=0),
     )
 
 
@@ -77,10 +78,11 @@ async def client(app: Litestar) -> AsyncIterator[AsyncTestClient]:
 
 @pytest.fixture
 def make_app(settings: Settings):
-    """An app with other settings on the same database (e.g. a tiny free tier)."""
+    """An app with other settings on the same database (e.g. a tiny free tier:
+    `make_app(limits={"free_tier_calls": 2})`, see tests/support/settings.py)."""
 
-    def factory(**changes: object) -> Litestar:
-        return create_app(replace(settings, **changes))
+    def factory(**groups: dict[str, object]) -> Litestar:
+        return create_app(changed(settings, **groups))
 
     return factory
 

@@ -3,8 +3,6 @@ over never comes to outrank a clearly more relevant fresh one (app/memory/scorin
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from eth_account import Account
 from hypothesis import HealthCheck, Phase, given, settings
@@ -13,6 +11,7 @@ from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
 from tests.conftest import auth
+from tests.support.settings import changed
 
 # The question's answer (FRESH), and a memory on its edge (it pets a dog) that the unrelated
 # recalls below keep returning (they are about coffee runs and mornings).
@@ -65,7 +64,7 @@ unrelated_queries = st.lists(
 @pytest.fixture(scope="module")
 def roomy_app(settings):  # type: ignore[no-untyped-def]
     """1,000 recalls from one wallet: more than the default free tier."""
-    return create_app(replace(settings, free_tier_calls=10**6))
+    return create_app(changed(settings, limits={"free_tier_calls": 10**6}))
 
 
 # Each example makes 1,000 recalls: a few examples, no shrinking (a failure is reported as
@@ -92,7 +91,7 @@ async def test_a_frequently_returned_memory_never_outranks_a_more_relevant_fresh
 async def test_with_memoclaw_accounting_the_popular_memory_does_outrank_it(make_app) -> None:
     """The property above is not trivially true: with every recalled memory counted as an
     access (MemoClaw's accounting), the same workload turns the ranking over."""
-    app = make_app(recall_counts_access=True, free_tier_calls=10**6)
+    app = make_app(recall={"counts_access": True}, limits={"free_tier_calls": 10**6})
     async with AsyncTestClient(app=app, timeout=60) as client:
         words = len(UNRELATED_WORDS)
         queries = [

@@ -23,6 +23,7 @@ from app.ai.embedders import (
     OpenAIEmbedder,
     build_embedder,
 )
+from app.config import EmbedderSettings
 from tests.openai_wire import JsonHandler
 
 # ------------------------------------------------------------------ local MiniLM
@@ -345,7 +346,9 @@ async def test_openai_http_error_propagates(openai_server: _FakeOpenAIServer) ->
 
 
 async def test_cached_openai_end_to_end(openai_server: _FakeOpenAIServer) -> None:
-    embedder = build_embedder("sk-test", openai_server.base_url, None, None)
+    embedder = build_embedder(
+        EmbedderSettings(openai_api_key="sk-test", base_url=openai_server.base_url)
+    )
     assert isinstance(embedder, CachedEmbedder)
     assert isinstance(embedder.inner, OpenAIEmbedder)
     first = await embedder.embed(["alpha beta", "gamma"])
@@ -358,21 +361,23 @@ async def test_cached_openai_end_to_end(openai_server: _FakeOpenAIServer) -> Non
 
 
 def test_build_embedder_defaults_to_local() -> None:
-    embedder = build_embedder(None, None, None, None)
+    embedder = build_embedder(EmbedderSettings())
     assert isinstance(embedder, CachedEmbedder)
     assert isinstance(embedder.inner, LocalMiniLMEmbedder)
     assert (embedder.model_name, embedder.dims) == ("all-MiniLM-L6-v2", 384)
 
 
 def test_build_embedder_openai_defaults() -> None:
-    embedder = build_embedder("sk-test", None, None, None)
+    embedder = build_embedder(EmbedderSettings(openai_api_key="sk-test"))
     assert isinstance(embedder, CachedEmbedder)
     assert (embedder.model_name, embedder.dims) == ("text-embedding-3-small", 512)
 
 
 def test_build_embedder_keyless_base_url() -> None:
     # Self-hosted OpenAI-compatible servers often need no key.
-    embedder = build_embedder(None, "http://127.0.0.1:9/v1", "nomic-embed-text", 768)
+    embedder = build_embedder(
+        EmbedderSettings(base_url="http://127.0.0.1:9/v1", model="nomic-embed-text", dims=768)
+    )
     assert isinstance(embedder, CachedEmbedder)
     assert isinstance(embedder.inner, OpenAIEmbedder)
     assert (embedder.model_name, embedder.dims) == ("nomic-embed-text", 768)

@@ -78,11 +78,12 @@ def llm_server() -> Iterator[OpenAICompatibleServer]:
 
 @pytest.fixture(scope="module")
 async def llm_client(settings, llm_server) -> AsyncIterator[AsyncTestClient]:
-    from dataclasses import replace
-
     from app.asgi import create_app
+    from tests.support.settings import changed
 
-    app = create_app(replace(settings, llm_base_url=llm_server.base_url, llm_model="test-model"))
+    app = create_app(
+        changed(settings, llm={"base_url": llm_server.base_url, "model": "test-model"})
+    )
     async with AsyncTestClient(app=app, timeout=60) as client:
         yield client
 
@@ -558,7 +559,7 @@ async def test_each_endpoint_is_one_paid_call(client, wallet) -> None:
 
 
 async def test_extract_and_consolidate_are_limited_to_10_a_minute(make_app, wallet) -> None:
-    async with AsyncTestClient(app=make_app(rate_limit_per_minute=100)) as c:
+    async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 100})) as c:
         r = await c.post("/v1/memories/consolidate", json={"dry_run": True}, headers=auth(wallet))
         assert r.headers["x-ratelimit-limit"] == "10"
         r = await c.get("/v1/memories", headers=auth(wallet))

@@ -27,6 +27,7 @@ from app.ai.facts import (
 )
 from app.ai.heuristics import HeuristicFactModel
 from app.ai.llm import DEFAULT_LLM_MODEL, OpenAIFactModel
+from app.config import LLMSettings
 from tests.openai_wire import CannedReply, OpenAICompatibleServer
 
 CONVERSATION = [
@@ -262,11 +263,14 @@ def test_make_fact_clamps_untrusted_parts() -> None:
 
 
 def test_build_fact_model_picks_heuristics_offline() -> None:
-    assert isinstance(build_fact_model(None, None, None), HeuristicFactModel)
-    assert build_fact_model("", "", "").name == "heuristic"
-    remote = build_fact_model(None, "http://127.0.0.1:9/v1", None)
+    assert isinstance(build_fact_model(LLMSettings()), HeuristicFactModel)
+    assert (
+        build_fact_model(LLMSettings(openai_api_key="", base_url="", model="")).name == "heuristic"
+    )
+    remote = build_fact_model(LLMSettings(base_url="http://127.0.0.1:9/v1"))
     assert isinstance(remote, OpenAIFactModel) and remote.name == DEFAULT_LLM_MODEL
-    assert build_fact_model("sk-test", None, "gpt-4.1-mini").name == "gpt-4.1-mini"
+    gpt41 = build_fact_model(LLMSettings(openai_api_key="sk-test", model="gpt-4.1-mini"))
+    assert gpt41.name == "gpt-4.1-mini"
 
 
 # --------------------------------------------------------------------------- the LLM model

@@ -65,7 +65,7 @@ async def test_failed_paid_call_costs_nothing(
 
 async def test_exhausted_tier_goes_through_the_payment_seam(make_app, database_url) -> None:
     account = Account.create()
-    async with AsyncTestClient(app=make_app(free_tier_calls=2)) as small:
+    async with AsyncTestClient(app=make_app(limits={"free_tier_calls": 2})) as small:
         for remaining in ("1", "0"):
             r = await small.post(
                 "/v1/store", json={"content": f"m{remaining}"}, headers=auth(account)

@@ -26,7 +26,7 @@ from app.auth.signature import (
     recover_signer,
     sign_header,
 )
-from app.config import Settings
+from app.config import DatabaseSettings, Settings
 from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
 from tests.support.server import serving
 from tests.support.siwx import challenge, signed_payload, siwx_header
@@ -38,7 +38,7 @@ CRASH_DEPTH = 25_000
 
 def body_routes() -> list[tuple[str, str]]:
     """(method, path) of every route that takes a body, path parameters filled in."""
-    app = create_app(Settings(database_url="postgresql://unused/unused"))
+    app = create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
     routes = []
     for route in app.routes:
         for handler in getattr(route, "route_handlers", []):
@@ -112,7 +112,7 @@ def test_depth_at_the_limit_is_decoded_as_usual(server: str) -> None:
 
 
 def test_recursion_limit_is_restored_after_imports() -> None:
-    create_app(Settings(database_url="postgresql://unused/unused"))
+    create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
     assert sys.getrecursionlimit() <= RECURSION_LIMIT
 
 
@@ -312,7 +312,7 @@ def test_no_dependency_that_can_fail_runs_beside_the_transaction() -> None:
     """Litestar resolves a batch of dependencies in one anyio task group: one failing (a 422)
     cancels the transaction beside it half-way. Every dependency that checks input must come in
     an earlier batch."""
-    app = create_app(Settings(database_url="postgresql://unused/unused"))
+    app = create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
     checked = 0
     for route in app.routes:
         for method, (_, kwargs_model) in getattr(route, "route_handler_map", {}).items():
@@ -395,8 +395,8 @@ def test_an_identity_header_sent_twice_is_refused(server: str, name: str) -> Non
 def test_the_operator_can_shorten_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_AUTH_WINDOW_SECONDS", "30")
     settings = Settings.from_env()
-    assert settings.auth_window_seconds == 30
-    verifier = WalletVerifier(settings.auth_window_seconds)
+    assert settings.auth.window_seconds == 30
+    verifier = WalletVerifier(settings.auth.window_seconds)
     key = Account.create().key.hex()
     now = int(time.time())
     verifier.verify(sign_header(key, now - 20))

@@ -11,9 +11,7 @@ import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from decimal import Decimal
-from typing import Any
 
 import anyio
 import httpx
@@ -34,9 +32,9 @@ from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, R
 from app.asgi import create_app
 from app.config import Settings
 from app.payments.devchain import DevChain
-from app.payments.prices import price_list
 from tests.conftest import auth, count_memories, served
 from tests.facilitator_wire import LocalFacilitatorServer
+from tests.support.settings import changed
 from tests.x402_support import offer_of, reference_payment, sign_proof
 
 BASE_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
@@ -56,10 +54,10 @@ def pay_to() -> str:
     return str(Account.create().address)
 
 
-def paid_settings(settings: Settings, chain: DevChain, pay_to: str, **changes: Any) -> Settings:
-    return replace(
-        settings, free_tier_calls=0, x402_pay_to=pay_to, x402_rpc_url=chain.rpc_url,
-        x402_relayer_key=chain.relayer.key.hex(), **changes,
+def paid_settings(settings: Settings, chain: DevChain, pay_to: str) -> Settings:
+    return changed(
+        settings, limits={"free_tier_calls": 0},
+        x402={"pay_to": pay_to, "rpc_url": chain.rpc_url, "relayer_key": chain.relayer.key.hex()},
     )  # fmt: skip
 
 
@@ -118,7 +116,9 @@ async def test_402_speaks_v1_v2_and_the_contract(paid: AsyncTestClient, wallet, 
 
 
 async def test_base_sepolia_offers_its_own_usdc(settings, chain, pay_to, wallet) -> None:
-    app = create_app(paid_settings(settings, chain, pay_to, x402_network="base-sepolia"))
+    app = create_app(
+        changed(paid_settings(settings, chain, pay_to), x402={"network": "base-sepolia"})
+    )
     async with AsyncTestClient(app=app) as client:
         r = await client.post("/v1/recall", json={"query": "q"}, headers=auth(wallet))
     offer = offer_of(r)
@@ -300,8 +300,8 @@ async def test_50_concurrent_requests_with_one_proof(
 ) -> None:
     # a real server: the test client would serve these one after another, so no request would
     # ever meet another one in flight
-    changes = {"redis_url": REDIS_URL} if guard == "redis" else {}
-    app = create_app(paid_settings(settings, chain, pay_to, **changes))
+    changes = {"database": {"redis_url": REDIS_URL}} if guard == "redis" else {}
+    app = create_app(changed(paid_settings(settings, chain, pay_to), **changes))
     start = asyncio.Event()
     with served(app) as url:
         # no keep-alive: a connection idle past uvicorn's keep-alive timeout (5 s) could be
@@ -434,8 +434,9 @@ async def test_a_cancelled_paid_request_releases_its_claim(
     verified still releases its claim on the (payer, nonce), and the same proof pays later; one
     cancelled while it settles still settles, commits and records the payment (never lost)."""
     with LocalFacilitatorServer(chain.relayer.key.hex(), chain.rpc_url, "eip155:8453") as remote:
-        app = create_app(replace(settings, free_tier_calls=0, x402_pay_to=pay_to,
-                                 x402_facilitator_url=remote.url, redis_url=REDIS_URL))  # fmt: skip
+        app = create_app(changed(settings, limits={"free_tier_calls": 0},
+                                 x402={"pay_to": pay_to, "facilitator_url": remote.url},
+                                 database={"redis_url": REDIS_URL}))  # fmt: skip
         # httpx's ASGI transport runs the app in the caller's task, so a cancel reaches it
         async with (
             app.lifespan(),
@@ -475,8 +476,8 @@ async def test_remote_facilitator_over_http(settings, chain, pay_to, payer, data
     """ENGRAM_X402_FACILITATOR_URL: verify and settle go over x402's HTTP facilitator protocol,
     with Engram's own requirements (never the client's copy)."""
     with LocalFacilitatorServer(chain.relayer.key.hex(), chain.rpc_url, "eip155:8453") as remote:
-        app = create_app(replace(settings, free_tier_calls=0, x402_pay_to=pay_to,
-                                 x402_facilitator_url=remote.url))  # fmt: skip
+        app = create_app(changed(settings, limits={"free_tier_calls": 0},
+                                 x402={"pay_to": pay_to, "facilitator_url": remote.url}))  # fmt: skip
         async with AsyncTestClient(app=app) as client:
             body = {"content": f"Remotely settled {uuid.uuid4()}"}
             r = await _challenge(client, payer, body=body)
@@ -500,11 +501,10 @@ async def test_remote_facilitator_over_http(settings, chain, pay_to, payer, data
 
 async def test_prices_and_asset_are_configuration(settings, chain, pay_to, wallet) -> None:
     token = "0x00000000000000000000000000000000000C0FFE"
-    prices = {**settings.prices_usd, "store": Decimal("0.01")}
-    app = create_app(paid_settings(
-        settings, chain, pay_to, prices_usd=prices, x402_asset=token,
-        x402_asset_name="Test Dollar", x402_asset_version="7",
-    ))  # fmt: skip
+    prices = {**settings.x402.prices_usd, "store": Decimal("0.01")}
+    app = create_app(changed(paid_settings(settings, chain, pay_to), x402={
+        "prices_usd": prices, "asset": token, "asset_name": "Test Dollar", "asset_version": "7",
+    }))  # fmt: skip
     async with AsyncTestClient(app=app) as client:
         store = await client.post("/v1/store", json={"content": "x"}, headers=auth(wallet))
         recall = await client.post("/v1/recall", json={"query": "x"}, headers=auth(wallet))
@@ -514,11 +514,11 @@ async def test_prices_and_asset_are_configuration(settings, chain, pay_to, walle
 
 
 def test_price_list_reads_overrides_and_refuses_nonsense() -> None:
-    prices = price_list({"ENGRAM_PRICE_RECALL": "0.002"})
+    prices = Settings.from_env({"ENGRAM_PRICE_RECALL": "0.002"}).x402.prices_usd
     assert prices["recall"] == Decimal("0.002") and prices["store"] == Decimal("0.005")
     for bad in ("free", "-1", "0"):
         with pytest.raises(SystemExit):
-            price_list({"ENGRAM_PRICE_STORE": bad})
+            Settings.from_env({"ENGRAM_PRICE_STORE": bad})
 
 
 async def test_permit2_proofs_are_refused_clearly(paid: AsyncTestClient, payer) -> None:

@@ -334,15 +334,15 @@ def test_limits_are_validated() -> None:
 
 def test_the_overall_limit_is_configured_by_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ENGRAM_RATE_LIMIT_PER_MINUTE", raising=False)
-    assert Settings.from_env().rate_limit_per_minute == OVERALL_PER_MINUTE
+    assert Settings.from_env().limits.rate_limit_per_minute == OVERALL_PER_MINUTE
     monkeypatch.setenv("ENGRAM_RATE_LIMIT_PER_MINUTE", "0")
-    assert Settings.from_env().rate_limit_per_minute == 0
+    assert Settings.from_env().limits.rate_limit_per_minute == 0
 
 
 async def test_the_real_app_limits_each_wallet(make_app, wallet, other_wallet) -> None:
     if 60 - time.time() % 60 < 5:  # six requests must fall in one window
         await asyncio.sleep(60 - time.time() % 60 + 0.1)
-    async with AsyncTestClient(app=make_app(rate_limit_per_minute=5), timeout=60) as c:
+    async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 5}), timeout=60) as c:
         seen = []
         for _ in range(5):
             r = await c.get("/v1/memories", headers=auth(wallet))

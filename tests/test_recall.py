@@ -186,7 +186,7 @@ async def test_an_access_is_a_use_counted_once_a_day(
 
 async def test_memoclaw_accounting_counts_every_recalled_memory(make_app, wallet) -> None:
     """ENGRAM_RECALL_COUNTS_ACCESS=1: the contract's own accounting, kept as an option."""
-    async with AsyncTestClient(app=make_app(recall_counts_access=True), timeout=60) as client:
+    async with AsyncTestClient(app=make_app(recall={"counts_access": True}), timeout=60) as client:
         memory_id = await _store(client, wallet, FACTS[2])
         for expected in (1, 2):
             r = await client.post(

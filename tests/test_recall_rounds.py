@@ -201,7 +201,9 @@ async def test_the_second_round_brings_the_next_turn_that_answers(
     assert r.status_code == 201, r.text
     ids = dict(zip(conversation, r.json()["ids"], strict=True))
     body = {"query": QUESTION, "limit": TOP}
-    async with AsyncTestClient(app=make_app(recall_second_round=False), timeout=60) as first_only:
+    async with AsyncTestClient(
+        app=make_app(recall={"second_round": False}), timeout=60
+    ) as first_only:
         r = await first_only.post("/v1/recall", json=body, headers=auth(wallet))
         assert ids[SEED] in ids_of(r) and ids[BRIDGE] not in ids_of(r)  # the first round misses it
     r = await client.post("/v1/recall", json=body, headers=auth(wallet))

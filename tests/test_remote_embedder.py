@@ -35,7 +35,7 @@ async def test_openai_compatible_endpoint_end_to_end(make_app, database_url, wal
     url = await _create_database(database_url, f"engram512_{uuid.uuid4().hex[:8]}")
     await asyncio.to_thread(upgrade_to_head, url, 512, "text-embedding-3-small")
     with OpenAICompatibleServer() as endpoint:
-        app = make_app(database_url=url, embed_base_url=endpoint.base_url)
+        app = make_app(database={"url": url}, embedder={"base_url": endpoint.base_url})
         async with AsyncTestClient(app=app) as client:
             h = auth(wallet)
             for content in ("the cat sleeps on the red sofa", "invoices are due in thirty days"):

@@ -203,7 +203,7 @@ async def test_bearer_counts_like_the_wallet_header(
 
 
 async def test_bearer_pays_past_the_free_tier_like_the_header(make_app, wallet) -> None:
-    async with _app_client(make_app, free_tier_calls=1) as small:
+    async with _app_client(make_app, limits={"free_tier_calls": 1}) as small:
         token = await _session(small, wallet)
         r = await small.post(
             "/v1/store", json={"content": "the one free call"}, headers=_bearer(token)
@@ -287,7 +287,7 @@ async def test_bad_tokens_are_401_on_free_and_paid_routes(
         ),
         "not a wallet": (_craft(secret, "new-key", "alice"), "not a wallet"),
     }
-    async with _app_client(make_app, jwt_secrets=(NEW,)) as c:
+    async with _app_client(make_app, auth={"jwt_secrets": (NEW,)}) as c:
         assert (await c.get("/v1/memories", headers=_bearer(good))).status_code == 200
         for name, (token, says) in cases.items():
             for method, path in (("GET", "/v1/memories"), ("POST", "/v1/store")):
@@ -304,19 +304,19 @@ async def test_bad_tokens_are_401_on_free_and_paid_routes(
 
 
 async def test_rotation_first_key_signs_every_key_verifies(make_app, wallet) -> None:
-    async with _app_client(make_app, jwt_secrets=(OLD,)) as before:
+    async with _app_client(make_app, auth={"jwt_secrets": (OLD,)}) as before:
         old_token = await _session(before, wallet)
     assert jwt.get_unverified_header(old_token)["kid"] == "old-key"
 
     # step 1: the new key goes first, the old one stays to verify what it signed
-    async with _app_client(make_app, jwt_secrets=(NEW, OLD)) as during:
+    async with _app_client(make_app, auth={"jwt_secrets": (NEW, OLD)}) as during:
         assert (await during.get("/v1/memories", headers=_bearer(old_token))).status_code == 200
         new_token = await _session(during, wallet)
         assert jwt.get_unverified_header(new_token)["kid"] == "new-key"
         assert (await during.get("/v1/memories", headers=_bearer(new_token))).status_code == 200
 
     # step 2, once old tokens have expired: the old key is dropped, its tokens are refused
-    async with _app_client(make_app, jwt_secrets=(NEW,)) as after:
+    async with _app_client(make_app, auth={"jwt_secrets": (NEW,)}) as after:
         assert (await after.get("/v1/memories", headers=_bearer(new_token))).status_code == 200
         r = await after.get("/v1/memories", headers=_bearer(old_token))
         assert r.status_code == 401 and "unknown or retired" in _error(r)["message"]
@@ -345,7 +345,7 @@ async def test_generated_secret_is_kept_in_the_database(
             stored.encode()
         )
     # configured keys replace the generated secret
-    async with _app_client(make_app, jwt_secrets=(NEW,)) as configured:
+    async with _app_client(make_app, auth={"jwt_secrets": (NEW,)}) as configured:
         assert (await configured.get("/v1/memories", headers=_bearer(token))).status_code == 401
 
 
@@ -381,15 +381,15 @@ def test_settings_read_the_key_list(monkeypatch) -> None:
     monkeypatch.setenv("ENGRAM_JWT_SECRETS", f" {NEW} , {OLD},")
     monkeypatch.setenv("ENGRAM_SESSION_TTL_SECONDS", "3600")
     settings = Settings.from_env()
-    assert settings.jwt_secrets == (NEW, OLD)
-    assert settings.session_ttl_seconds == 3600
+    assert settings.auth.jwt_secrets == (NEW, OLD)
+    assert settings.auth.session_ttl_seconds == 3600
     assert _secret(NEW) not in repr(settings)
     monkeypatch.delenv("ENGRAM_JWT_SECRETS")
-    assert Settings.from_env().jwt_secrets == ()
+    assert Settings.from_env().auth.jwt_secrets == ()
 
 
 async def test_session_ttl_is_configurable(make_app, wallet) -> None:
-    async with _app_client(make_app, jwt_secrets=(NEW,), session_ttl_seconds=60) as c:
+    async with _app_client(make_app, auth={"jwt_secrets": (NEW,), "session_ttl_seconds": 60}) as c:
         r = await c.post("/auth/session", json=_proof(wallet))
         claims = jwt.decode(r.json()["token"], _secret(NEW), algorithms=["HS256"])
         assert claims["exp"] - claims["iat"] == 60 and r.json()["expires_in"] == 60

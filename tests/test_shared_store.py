@@ -61,10 +61,10 @@ async def test_two_redis_clients_share_claims() -> None:
 
 
 async def test_health_reports_redis_when_configured(make_app) -> None:
-    async with AsyncTestClient(app=make_app(redis_url=REDIS_URL)) as c:
+    async with AsyncTestClient(app=make_app(database={"redis_url": REDIS_URL})) as c:
         body = (await c.get("/health")).json()
     assert body["shared_state"] == "redis"
-    async with AsyncTestClient(app=make_app(redis_url="redis://127.0.0.1:1/0")) as c:
+    async with AsyncTestClient(app=make_app(database={"redis_url": "redis://127.0.0.1:1/0"})) as c:
         r = await c.get("/health")
     assert r.status_code == 503 and r.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
 

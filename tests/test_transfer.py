@@ -567,7 +567,7 @@ def test_the_lane_paces_work_to_its_duty_cycle() -> None:
 
 
 async def test_imports_have_a_per_wallet_rate_limit(make_app) -> None:
-    async with AsyncTestClient(app=make_app(rate_limit_per_minute=0)) as c:
+    async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 0})) as c:
         account, other = Account.create(), Account.create()
         for i in range(IMPORTS_PER_MINUTE):
             r = await c.post("/v1/import", json=[{"content": f"r{i}"}], headers=auth(account))

@@ -27,7 +27,7 @@ def _embed_dims() -> int:
     if dims is None:
         from app.config import Settings
 
-        dims = Settings.from_env().expected_embed_dims
+        dims = Settings.from_env().embedder.expected_dims
     dims = int(dims)
     if not 1 <= dims <= 2000:  # HNSW on `vector` indexes at most 2,000 dimensions
         raise SystemExit(f"embedding dimension {dims} is outside 1..2000")

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
+from app.config import EmbedderSettings
+
 if TYPE_CHECKING:
     import onnxruntime
     import openai
@@ -333,21 +335,15 @@ class CachedEmbedder:
 # --------------------------------------------------------------------------- factory
 
 
-def build_embedder(
-    openai_api_key: str | None,
-    base_url: str | None,
-    model: str | None,
-    dims: int | None,
-    local_int8: bool = True,
-) -> Embedder:
+def build_embedder(settings: EmbedderSettings) -> Embedder:
     """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured."""
-    if not openai_api_key and not base_url:
-        return CachedEmbedder(LocalMiniLMEmbedder(int8=local_int8))
+    if not settings.is_remote:
+        return CachedEmbedder(LocalMiniLMEmbedder(int8=settings.int8))
     return CachedEmbedder(
         OpenAIEmbedder(
-            api_key=openai_api_key or None,
-            base_url=base_url or None,
-            model=model or DEFAULT_OPENAI_MODEL,
-            dims=dims or DEFAULT_OPENAI_DIMS,
+            api_key=settings.openai_api_key or None,
+            base_url=settings.base_url or None,
+            model=settings.model or DEFAULT_OPENAI_MODEL,
+            dims=settings.dims or DEFAULT_OPENAI_DIMS,
         )
     )

@@ -39,6 +39,6 @@ async def health(request: MaybeWalletRequest) -> dict[str, Any]:
         "status": "ok",
         "database": "ok",
         "embedder": {"model": state.embedder.model_name, "dims": state.embedder.dims},
-        "shared_state": "redis" if state.settings.redis_url else "in-process",
+        "shared_state": "redis" if state.settings.database.redis_url else "in-process",
         "version": state.version,
     }

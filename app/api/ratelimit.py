@@ -33,13 +33,14 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.kit.contract import OVERALL_PER_MINUTE as OVERALL_PER_MINUTE
 from app.kit.errors import RateLimitExceeded
 from app.shared.store import InProcessStore, SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.ratelimit")
 
-# Contract defaults, per wallet and per minute (source above).
-OVERALL_PER_MINUTE = 100  # every request of a wallet; Settings.rate_limit_per_minute overrides
+# Contract defaults, per wallet and per minute (source above). OVERALL_PER_MINUTE, every request
+# of a wallet, is in app/kit/contract.py: settings read it (limits.rate_limit_per_minute overrides).
 LLM_ROUTE_PER_MINUTE = 10  # extract and consolidate: `opt={**paid(LLM_CALL), **limited(10)}`
 WINDOW_SECONDS = 60
 

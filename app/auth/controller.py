@@ -30,7 +30,7 @@ class FreeTierController(Controller):
     async def info(
         self, free_tier: NamedDependency[FreeTier], request: MaybeWalletRequest
     ) -> dict[str, Any]:
-        window = request.app.state.settings.auth_window_seconds
+        window = request.app.state.settings.auth.window_seconds
         return {
             "free_tier": {
                 "enabled": free_tier.calls_per_wallet > 0,
@@ -81,7 +81,9 @@ class SessionController(Controller):
         proof = request.headers.get(SIWX_HEADER)
         try:
             if proof:
-                origin = origin_of_request(request.scope, request.app.state.settings.public_url)
+                origin = origin_of_request(
+                    request.scope, request.app.state.settings.server.public_url
+                )
                 wallet = await siwx.verify(conn, proof, origin)
             elif data is not None:
                 wallet = wallet_verifier.verify(f"{data.address}:{data.timestamp}:{data.signature}")
@@ -112,5 +114,5 @@ class SessionController(Controller):
         self, request: MaybeWalletRequest, conn: Conn, siwx: NamedDependency[SiwxVerifier]
     ) -> dict[str, Any]:
         """A Sign-In-With-X challenge: sign it as a SIWE message, send it as SIGN-IN-WITH-X."""
-        origin = origin_of_request(request.scope, request.app.state.settings.public_url)
+        origin = origin_of_request(request.scope, request.app.state.settings.server.public_url)
         return await siwx.challenge(conn, origin)

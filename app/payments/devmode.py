@@ -35,11 +35,11 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
         chain.fund(demo.address, DEMO_WALLET_USDC)
         pay_to = Account.from_key(DEV_PAY_TO_KEY).address
         free_calls = (
-            settings.free_tier_calls
+            settings.limits.free_tier_calls
             if os.environ.get("ENGRAM_FREE_TIER_CALLS")
             else DEV_FREE_TIER_CALLS
         )
-        url = f"http://{settings.host}:{settings.port}"
+        url = f"http://{settings.server.host}:{settings.server.port}"
         print(
             f"dev chain: anvil at {chain.rpc_url} (chain 8453), USDC at {chain.usdc_address}\n"
             f"  demo wallet {demo.address} holds 100 USDC; its key: {DEMO_WALLET_KEY}\n"
@@ -49,10 +49,13 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
         )
         yield replace(
             settings,
-            free_tier_calls=free_calls,
-            x402_network="base",
-            x402_pay_to=pay_to,
-            x402_facilitator_url=None,
-            x402_rpc_url=chain.rpc_url,
-            x402_relayer_key=chain.relayer.key.hex(),
+            limits=replace(settings.limits, free_tier_calls=free_calls),
+            x402=replace(
+                settings.x402,
+                network="base",
+                pay_to=pay_to,
+                facilitator_url=None,
+                rpc_url=chain.rpc_url,
+                relayer_key=chain.relayer.key.hex(),
+            ),
         )

@@ -18,6 +18,8 @@ from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmSchemeC
 from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse
 
+from app.config import X402Settings
+
 
 class Facilitator(Protocol):
     async def verify(
@@ -82,16 +84,14 @@ class LocalFacilitator:
 
 
 def build_facilitator(
-    facilitator_url: str | None,
-    relayer_key: str | None,
-    rpc_url: str | None,
-    network_caip2: str,
-    settle_timeout_seconds: float = 30,
+    x402: X402Settings, network_caip2: str, settle_timeout_seconds: float = 30
 ) -> Facilitator | None:
     """The configured facilitator, or None when payments cannot be settled here."""
-    if facilitator_url:
-        client: Facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url))
+    if x402.facilitator_url:
+        client: Facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=x402.facilitator_url))
         return client
-    if relayer_key and rpc_url:
-        return LocalFacilitator(relayer_key, rpc_url, network_caip2, settle_timeout_seconds)
+    if x402.relayer_key and x402.rpc_url:
+        return LocalFacilitator(
+            x402.relayer_key, x402.rpc_url, network_caip2, settle_timeout_seconds
+        )
     return None

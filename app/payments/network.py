@@ -11,6 +11,8 @@ from decimal import Decimal
 
 from x402.mechanisms.evm.default_assets import get_default_asset
 
+from app.config import X402Settings
+
 
 @dataclass(frozen=True)
 class Network:
@@ -56,26 +58,20 @@ def network_named(name: str) -> Network:
         ) from None
 
 
-def configured_network(
-    name: str,
-    asset: str | None = None,
-    asset_name: str | None = None,
-    asset_version: str | None = None,
-    decimals: int | None = None,
-) -> Network:
+def configured_network(x402: X402Settings) -> Network:
     """The named network, with its token replaced when one is configured."""
-    network = network_named(name)
-    if asset is None:
+    network = network_named(x402.network)
+    if x402.asset is None:
         return network
-    if not (asset_name and asset_version):
+    if not (x402.asset_name and x402.asset_version):
         raise SystemExit(
             "ENGRAM_X402_ASSET needs ENGRAM_X402_ASSET_NAME and ENGRAM_X402_ASSET_VERSION (the"
             " token's EIP-712 domain), or payments would fail as bad signatures"
         )
     return replace(
         network,
-        asset=asset,
-        asset_name=asset_name,
-        asset_version=asset_version,
-        decimals=decimals or network.decimals,
+        asset=x402.asset,
+        asset_name=x402.asset_name,
+        asset_version=x402.asset_version,
+        decimals=x402.asset_decimals or network.decimals,
     )

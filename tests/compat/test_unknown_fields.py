@@ -19,7 +19,7 @@ import pytest
 from eth_account.messages import encode_defunct
 
 from app.asgi import create_app
-from app.config import Settings
+from app.config import DatabaseSettings, Settings
 from tests.facts import FACTS
 from tests.support.memoclaw_clients import CliClient
 
@@ -131,7 +131,7 @@ SAME_HANDLER = {
 
 def body_routes() -> list[tuple[str, str]]:
     """(method, path template) of every route whose handler reads a body."""
-    app = create_app(Settings(database_url="postgresql://unused/unused"))
+    app = create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
     found = set()
     for route in app.routes:
         for handler in getattr(route, "route_handlers", []):

@@ -15,7 +15,7 @@ LIMIT = 3
 
 
 async def test_tool_calls_are_rate_limited_like_rest(make_app) -> None:  # type: ignore[no-untyped-def]
-    app = make_app(rate_limit_per_minute=LIMIT)
+    app = make_app(limits={"rate_limit_per_minute": LIMIT})
     wallet, other = Account.create(), Account.create()
     with served(app) as url:
         async with http_session(url, WalletAuth(wallet.key.hex())) as session:
