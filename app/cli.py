@@ -99,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with contextlib.ExitStack() as stack:
         if args.dev_chain:
-            from app.payments.devmode import dev_chain
+            from app.dev.mode import dev_chain
 
             settings = stack.enter_context(dev_chain(settings))
         ready = stack.enter_context(database(settings))

@@ -81,7 +81,7 @@ def test_wheel_install_serves_the_dev_chain_and_takes_a_payment(
         out = tmp_path / "agent.log"
         with out.open("w") as sink:
             done = subprocess.run(
-                [str(bin_dir / "python"), "-m", "app.examples.paying_agent", "--url", url],
+                [str(bin_dir / "python"), "-m", "app.dev.paying_agent", "--url", url],
                 stdout=sink, stderr=subprocess.STDOUT, timeout=120, env=engram_env(data),
                 cwd=tmp_path,
             )  # fmt: skip
