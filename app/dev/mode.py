@@ -16,7 +16,7 @@ from dataclasses import replace
 from eth_account import Account
 
 from app.config import Settings
-from app.dev.chain import DevChain
+from app.dev.chain import DevChain, require_dev_extra
 
 log = logging.getLogger("engram")
 
@@ -29,6 +29,7 @@ DEV_FREE_TIER_CALLS = 3
 
 @contextlib.contextmanager
 def dev_chain(settings: Settings) -> Iterator[Settings]:
+    require_dev_extra()  # before anvil starts: a missing extra is named, not a traceback later
     with DevChain(chain_id=8453) as chain:
         chain.install_usdc()
         demo = Account.from_key(DEMO_WALLET_KEY)
