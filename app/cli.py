@@ -96,9 +96,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with contextlib.ExitStack() as stack:
         if args.dev_chain:
-            from app.payments.devmode import dev_chain
+            # Dev tools (app/dev): the `dev` extra and anvil from npm. When they are missing or
+            # the chain fails to start, one line that says why, not a traceback.
+            from app.dev.chain import DevChainError
+            from app.dev.mode import dev_chain
 
-            settings = stack.enter_context(dev_chain(settings))
+            try:
+                settings = stack.enter_context(dev_chain(settings))
+            except DevChainError as exc:
+                raise SystemExit(f"engram serve --dev-chain: {exc}") from exc
         ready = stack.enter_context(database(settings))
         migrate(ready)
         prepare_local_model(ready)

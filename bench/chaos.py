@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from app.payments.devchain import DevChain
+from app.dev.chain import DevChain
 from tests.support.chaos import ChaosRun
 from tests.support.outage import PrivatePostgres, PrivateRedis, wait_healthy
 from tests.support.server import engram_env, free_port, run_engram

@@ -21,7 +21,7 @@ from x402.mechanisms.evm.exact import (
 from x402.mechanisms.evm.signers import EthAccountSigner, FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
 
-from app.payments.devchain import DevChain, usdc_defaults
+from app.dev.chain import DevChain, usdc_defaults
 
 
 def _ms(samples: list[float]) -> str:

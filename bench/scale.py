@@ -35,8 +35,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,8 +51,6 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
 
-import app.asgi as app_asgi
-import app.db.pool as app_pool
 from app.ai.embedders import CachedEmbedder, EmbedResult
 from app.asgi import create_app
 from app.auth.signature import sign_header
@@ -680,7 +677,7 @@ class UvicornThread:
 
 
 def vector_sql(f: MemoryFilter, exact: bool) -> str:
-    sql = repo._filtered(f)
+    sql = repo.filter_sql(f)
     where = sql.sql()
     vec, n = sql.param(None), sql.param(None)
     order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
@@ -689,7 +686,7 @@ def vector_sql(f: MemoryFilter, exact: bool) -> str:
 
 
 def filter_params(f: MemoryFilter) -> list[Any]:
-    return repo._filtered(f).params
+    return repo.filter_sql(f).params
 
 
 async def index_recall(pool: asyncpg.Pool, case: CaseRun, sweep_n: int) -> dict[str, Any]:
@@ -755,7 +752,7 @@ async def variants(pool: asyncpg.Pool, case: CaseRun, n: int) -> dict[str, Any]:
             size = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
             await repo.recall_candidates(conn, f, q.vector, q.text, PER_SIDE, True, size)
             exact.append(time.perf_counter() - t)
-            sql = repo._filtered(f)
+            sql = repo.filter_sql(f)
             where = sql.sql()
             v, n_ = sql.param(q.vector), sql.param(PER_SIDE)
             t = time.perf_counter()
@@ -764,7 +761,7 @@ async def variants(pool: asyncpg.Pool, case: CaseRun, n: int) -> dict[str, Any]:
                 f" LIMIT {n_}", *sql.params,
             )  # fmt: skip
             vec.append(time.perf_counter() - t)
-            sql = repo._filtered(f)
+            sql = repo.filter_sql(f)
             where = sql.sql()
             tsq = OR_TSQUERY.format(p=sql.param(q.text))
             n_ = sql.param(PER_SIDE)
@@ -836,45 +833,16 @@ def breakdown(case: CaseRun) -> dict[str, Any]:
             "rest_ms(acquire+begin+python)": ms_stats(other)}  # fmt: skip
 
 
-MODES = {
-    "as-shipped": "app.db.pool.create_pool as shipped",
-    # kept to compare against the pool fix that is now shipped (settings lost after RESET ALL)
-    "fixed": "a bench-built pool with SESSION_SETTINGS as server_settings",
-}
+# Results keep the layout of the runs that compared two pools (`modes`, one entry now), so
+# bench/report.py reads old and new result files alike.
+POOL = "as-shipped"
+MODES = {POOL: "app.db.pool.create_pool as shipped"}
 
 
-async def bench_pool(dsn: str, mode: str, min_size: int = 2, max_size: int = 4) -> asyncpg.Pool:
-    """The app's pool, or the app's pool with the suggested fix (bench-only, app/ untouched).
-
-    asyncpg's pool runs RESET ALL whenever a connection is released, which undoes the `SET`s
-    that app.db.pool's init made; startup-packet settings (server_settings) are what RESET ALL
-    returns to, so they stay."""
-    if mode == "as-shipped":
-        return await create_pool(dsn, min_size, max_size)
-    pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=app_pool._init_connection,
-        command_timeout=60, server_settings=dict(SESSION_SETTINGS),
-    )  # fmt: skip
-    assert pool is not None
-    return pool
-
-
-@contextmanager
-def app_pool_mode(mode: str) -> Iterator[None]:
-    """Make create_app's lifespan build the pool of `mode` (the bench patches, app/ is as is)."""
-    if mode == "as-shipped":
-        yield
-        return
-    original = app_asgi.create_pool
-
-    async def fixed(dsn: str, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
-        return await bench_pool(dsn, "fixed", min_size, max_size)
-
-    app_asgi.create_pool = fixed  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        app_asgi.create_pool = original  # type: ignore[assignment]
+async def bench_pool(dsn: str) -> asyncpg.Pool:
+    """The app's own pool, small: the bench sends one query at a time. Its session settings are
+    startup parameters, so they survive the RESET ALL asyncpg runs on every release."""
+    return await create_pool(dsn, min_size=2, max_size=4)
 
 
 async def session_settings(pool: asyncpg.Pool) -> dict[str, str]:
@@ -886,19 +854,19 @@ async def session_settings(pool: asyncpg.Pool) -> dict[str, str]:
     return values
 
 
-async def measure_mode(
-    dsn: str, mode: str, queries: dict[str, list[Query]], keys: dict[str, str],
-    embedder: CachedEmbedder, warm: int,
+async def measure(
+    dsn: str, queries: dict[str, list[Query]], keys: dict[str, str], embedder: CachedEmbedder,
+    warm: int,
 ) -> tuple[list[CaseRun], dict[str, str]]:  # fmt: skip
     big, small = list(queries)
     cases = [
         CaseRun(f"{label}/{'filters' if filtered else 'no-filter'}", w, filtered, queries[w])
         for label, w in (("big", big), ("small", small)) for filtered in (False, True)
     ]  # fmt: skip
-    pool = await bench_pool(dsn, mode)
+    pool = await bench_pool(dsn)
     try:
         seen = await session_settings(pool)
-        print(f"\n[{mode}] {MODES[mode]}\n  settings after a release: {seen}", flush=True)
+        print(f"\n[{POOL}] {MODES[POOL]}\n  settings after a release: {seen}", flush=True)
         svc = MemoryService(embedder)
         for case in cases:
             await run_service(pool, svc, case, warm)
@@ -906,28 +874,27 @@ async def measure_mode(
             print(f"  {case.name}: service and bare SQL done", flush=True)
     finally:
         await pool.close()
-    with app_pool_mode(mode):
-        async with AsyncTestClient(app=bench_app(dsn, embedder), timeout=60) as client:
+    async with AsyncTestClient(app=bench_app(dsn, embedder), timeout=60) as client:
 
-            async def post_asgi(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
-                return await client.post("/v1/recall", json=b, headers=h)
+        async def post_asgi(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
+            return await client.post("/v1/recall", json=b, headers=h)
 
-            async def get_asgi(path: str, h: dict[str, str]) -> httpx.Response:
-                return await client.get(path, headers=h)
+        async def get_asgi(path: str, h: dict[str, str]) -> httpx.Response:
+            return await client.get(path, headers=h)
 
-            await run_http("http-asgi", post_asgi, get_asgi, cases, keys, warm)
-        print("  HTTP (in-process ASGI) done", flush=True)
-        with UvicornThread(bench_app(dsn, embedder)) as base:
-            async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        await run_http("http-asgi", post_asgi, get_asgi, cases, keys, warm)
+    print("  HTTP (in-process ASGI) done", flush=True)
+    with UvicornThread(bench_app(dsn, embedder)) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
 
-                async def post_uvicorn(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
-                    return await http.post("/v1/recall", json=b, headers=h)
+            async def post_uvicorn(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
+                return await http.post("/v1/recall", json=b, headers=h)
 
-                async def get_uvicorn(path: str, h: dict[str, str]) -> httpx.Response:
-                    return await http.get(path, headers=h)
+            async def get_uvicorn(path: str, h: dict[str, str]) -> httpx.Response:
+                return await http.get(path, headers=h)
 
-                await run_http("http-uvicorn", post_uvicorn, get_uvicorn, cases, keys, warm)
-        print("  HTTP (uvicorn in a thread, real socket) done", flush=True)
+            await run_http("http-uvicorn", post_uvicorn, get_uvicorn, cases, keys, warm)
+    print("  HTTP (uvicorn in a thread, real socket) done", flush=True)
     return cases, seen
 
 
@@ -947,7 +914,7 @@ async def main(args: argparse.Namespace) -> None:
             "args": vars(args),
             "meta": {k: v for k, v in meta.items() if not k.endswith("_key")},
         }
-        pool = await bench_pool(dsn, "fixed")
+        pool = await bench_pool(dsn)
         async with pool.acquire() as conn:
             result["server"] = {
                 r["name"]: r["setting"] for r in await conn.fetch(
@@ -980,29 +947,24 @@ async def main(args: argparse.Namespace) -> None:
         warm = min(args.warmup, args.queries)
         print(f"\nmeasuring {args.queries} queries per case (after {warm} warm-up), k={K},"
               f" candidates per side {PER_SIDE}", flush=True)  # fmt: skip
-        runs: dict[str, list[CaseRun]] = {}
-        for mode in args.modes.split(","):
-            runs[mode], seen = await measure_mode(dsn, mode, queries, keys, embedder, warm)
-            result.setdefault("settings_seen", {})[mode] = seen
-        # Index recall, variants and plans run with the settings the app intends, set explicitly.
-        pool = await bench_pool(dsn, "fixed")
+        cases, seen = await measure(dsn, queries, keys, embedder, warm)
+        runs = {POOL: cases}
+        result["settings_seen"] = {POOL: seen}
+        pool = await bench_pool(dsn)
         try:
-            reference = runs.get("fixed") or next(iter(runs.values()))
             recall_results, variant_results = {}, {}
-            for case in reference:
+            for case in cases:
                 recall_results[case.name] = await index_recall(pool, case, args.variant_queries)
                 variant_results[case.name] = await variants(pool, case, args.variant_queries)
                 print(f"  {case.name}: index recall and variants done", flush=True)
         finally:
             await pool.close()
-        plans: dict[str, tuple[str, list[str]]] = {}
-        for mode, cases in runs.items():
-            slowest = max(cases, key=lambda c: ms_stats(c.service)["p95"])
-            pool = await bench_pool(dsn, mode)
-            try:
-                plans[mode] = (slowest.name, await explain_slowest(pool, slowest))
-            finally:
-                await pool.close()
+        slowest = max(cases, key=lambda c: ms_stats(c.service)["p95"])
+        pool = await bench_pool(dsn)
+        try:
+            plans = {POOL: (slowest.name, await explain_slowest(pool, slowest))}
+        finally:
+            await pool.close()
         report(args, meta, runs, recall_results, variant_results, plans, result)
         result["wall_s"] = time.perf_counter() - started
         RESULTS_DIR.mkdir(exist_ok=True)
@@ -1144,11 +1106,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--variant-queries", type=int, default=100)
     p.add_argument("--keep-db", metavar="DIR", help="keep (and reuse) the filled database here")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument(
-        "--modes",
-        default="as-shipped",
-        help="pool modes to measure: as-shipped, fixed (comma-separated)",
-    )
     return p.parse_args()
 
 

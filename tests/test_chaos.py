@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.payments.devchain import DevChain
+from app.dev.chain import DevChain
 from tests.support.chaos import ChaosRun
 from tests.support.outage import PrivatePostgres, PrivateRedis
 from tests.support.server import start_serve, stop_serve

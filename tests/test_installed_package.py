@@ -1,9 +1,11 @@
-"""A plain `pip install .` (a wheel, not editable) into a fresh virtualenv runs
-`engram serve --dev-chain` from a fresh database, and x402's reference client pays it: the
-migrations and the dev chain's npm manifest ship inside the package (setup.py, app/shipped.py).
+"""A plain `pip install '.[dev]'` (a wheel, not editable, with the dev extra) into a fresh
+virtualenv runs `engram serve --dev-chain` from a fresh database, and x402's reference client pays
+it: the migrations and the dev chain's npm manifest ship inside the package (setup.py,
+app/shipped.py).
 
-Kept cheap: the fresh venv borrows the test venv's dependencies through a .pth line, so pip
-builds and installs Engram alone (--no-deps); anvil comes from npm's cache after the first run.
+Kept cheap: the fresh venv borrows the test venv's dependencies through a .pth line, so pip finds
+every requirement (the dev extra's too) already satisfied and builds and installs Engram alone;
+anvil comes from npm's cache after the first run.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ INSTALL_TIMEOUT_S = 600
 
 
 def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
-    """A new virtualenv where Engram is installed from a wheel built from a copy of the
-    checkout; its other dependencies are the test venv's. Returns its bin directory."""
+    """A new virtualenv where Engram is installed, with its dev extra, from a wheel built from
+    a copy of the checkout; its dependencies are the test venv's. Returns its bin directory."""
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
     venv = tmp_path / "venv"
@@ -44,7 +46,7 @@ def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
     ).stdout.strip()  # fmt: skip
     Path(site, "engram_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", str(source)],
+        [str(python), "-m", "pip", "install", "-q", f"{source}[dev]"],
         capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -81,7 +83,7 @@ def test_wheel_install_serves_the_dev_chain_and_takes_a_payment(
         out = tmp_path / "agent.log"
         with out.open("w") as sink:
             done = subprocess.run(
-                [str(bin_dir / "python"), "-m", "app.examples.paying_agent", "--url", url],
+                [str(bin_dir / "python"), "-m", "app.dev.paying_agent", "--url", url],
                 stdout=sink, stderr=subprocess.STDOUT, timeout=120, env=engram_env(data),
                 cwd=tmp_path,
             )  # fmt: skip

@@ -31,7 +31,7 @@ from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, R
 
 from app.asgi import create_app
 from app.config import Settings
-from app.payments.devchain import DevChain
+from app.dev.chain import DevChain
 from tests.conftest import auth, count_memories, served
 from tests.facilitator_wire import LocalFacilitatorServer
 from tests.support.settings import changed

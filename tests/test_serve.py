@@ -167,7 +167,7 @@ def test_dev_chain_example_agent_pays_offline(tmp_path: Path) -> None:
         out = tmp_path / "agent.log"
         with out.open("w") as sink:
             done = subprocess.run(
-                [sys.executable, "-m", "app.examples.paying_agent", "--url", url],
+                [sys.executable, "-m", "app.dev.paying_agent", "--url", url],
                 stdout=sink, stderr=subprocess.STDOUT, timeout=120, env=engram_env(data),
             )  # fmt: skip
         text = out.read_text()

@@ -19,7 +19,7 @@ from x402.http.utils import (
 )
 from x402.schemas import PaymentRequired
 
-from app.examples.paying_agent import pay
+from app.dev.paying_agent import pay
 
 TRANSFER_TYPES = {
     "EIP712Domain": [

@@ -20,7 +20,7 @@ COLUMNS = (
     " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at, m.occurred_at,"
     " m.mentioned_at"
 )
-# _filtered binds the wallet first, so its placeholder is always $1 (joins and subqueries name
+# filter_sql binds the wallet first, so its placeholder is always $1 (joins and subqueries name
 # it to prune partitions at planning time: memories are partitioned by user_id).
 WALLET = "$1"
 # Live relations of m (both directions), whose other end is itself live: feeds recall's decay.
@@ -142,7 +142,9 @@ class _Sql:
         return " AND ".join(self.clauses) if self.clauses else "true"
 
 
-def _filtered(f: MemoryFilter) -> _Sql:
+def filter_sql(f: MemoryFilter) -> _Sql:
+    """The WHERE clauses that select the memories `f` describes, with their parameters (the
+    wallet first, as $1); a statement adds its own parameters after them."""
     sql = _Sql()
     sql.where(f"m.user_id = {sql.param(f.wallet)}")
     if f.include_deleted:
@@ -421,7 +423,7 @@ async def get_many(
 async def list_page(
     conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int, order: ListOrder
 ) -> tuple[list[asyncpg.Record], int]:
-    sql = _filtered(f)
+    sql = filter_sql(f)
     where = sql.sql()
     total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
     rows = await conn.fetch(
@@ -434,7 +436,7 @@ async def list_page(
 
 
 async def count(conn: asyncpg.Connection, f: MemoryFilter) -> int:
-    sql = _filtered(f)
+    sql = filter_sql(f)
     return int(
         await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {sql.sql()}", *sql.params)
     )
@@ -449,7 +451,7 @@ async def keyword_search(
 ) -> tuple[list[asyncpg.Record], int]:
     """Full-text match (web-search syntax), or a literal substring for identifiers and codes;
     best match first, or in `order` when one is asked for."""
-    sql = _filtered(f)
+    sql = filter_sql(f)
     q = sql.param(query)
     pattern = sql.param("%" + _escape_like(query) + "%")
     sql.where(f"(m.tsv @@ websearch_to_tsquery('english', {q}) OR m.content ILIKE {pattern})")
@@ -478,7 +480,7 @@ def _escape_like(text: str) -> str:
 
 async def count_up_to(conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> int:
     """How many memories match `f`, counting no further than `cap` (cheap for big wallets)."""
-    sql = _filtered(f)
+    sql = filter_sql(f)
     return int(
         await conn.fetchval(
             f"""SELECT count(*) FROM (
@@ -537,7 +539,7 @@ def _scoring_params(
 ) -> tuple[_Sql, str, str, str, str]:
     """The filter's WHERE, then the query vector, its text and its OR-ed tsquery as parameters:
     what every statement that scores candidates starts from."""
-    sql = _filtered(f)
+    sql = filter_sql(f)
     where = sql.sql()
     vec = sql.param(embedding)
     text = sql.param(query)

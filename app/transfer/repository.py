@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import asyncpg
 
-from app.memory.repository import COLUMNS, LIVE, MemoryFilter, _filtered
+from app.memory.repository import COLUMNS, LIVE, MemoryFilter, filter_sql
 
 # Not LIVE: a soft-deleted memory is still held (and exportable), an expired one is not.
 NOT_EXPIRED = "(m.expires_at IS NULL OR m.expires_at > now())"
@@ -24,7 +24,7 @@ async def export_batches(
 
     Ordered by namespace, then age, so a document can group by namespace while streaming.
     """
-    sql = _filtered(f)
+    sql = filter_sql(f)
     cursor = await conn.cursor(
         f"""SELECT {COLUMNS} FROM memories m WHERE {sql.sql()}
             ORDER BY m.namespace, m.created_at, m.id""",

@@ -21,7 +21,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from app.auth.signature import sign_header
-from app.payments.devchain import DevChain
+from app.dev.chain import DevChain
 from tests.support.outage import wait_healthy
 from tests.x402_support import offer_of, sign_proof
 

@@ -4,8 +4,8 @@
 the checkout's `node_modules/`, or for an installed Engram into a per-user directory holding the
 manifest shipped in the package; nothing is downloaded from anywhere else) and can
 place a USDC-like EIP-3009 token (`contracts/usdc_eip3009.vy`, compiled offline with the `vyper`
-package) at the REAL Base USDC address, so that stock x402 defaults (asset address and EIP-712
-domain name/version per network) apply unchanged.
+package, from the `dev` extra) at the REAL Base USDC address, so that stock x402 defaults (asset
+address and EIP-712 domain name/version per network) apply unchanged.
 
 Name/version per network: the token has no constructor (its runtime code is installed with
 `anvil_setCode`), so it keeps name/version in storage, set once by an `initialize(name, version)`
@@ -68,8 +68,29 @@ _PLATFORM_PACKAGES = {
 }
 
 
+# How to get the Python side of these tools (vyper); anvil comes from npm (see anvil_binary).
+DEV_EXTRA_INSTALL = "pip install 'engram[dev]' (in a checkout: pip install -e '.[dev]')"
+
+
 class DevChainError(RuntimeError):
     """The local chain could not be installed, started or set up (the message says why)."""
+
+
+def require_dev_extra() -> None:
+    """Raise DevChainError naming the `dev` extra when its packages are not installed: a
+    production install of Engram leaves them out."""
+    _vyper()
+
+
+def _vyper() -> Any:
+    try:
+        import vyper  # type: ignore[import-untyped]  # no type information published
+    except ImportError as exc:
+        raise DevChainError(
+            f"the dev chain needs the dev extra ({exc.name or 'vyper'} is not installed): "
+            f"{DEV_EXTRA_INSTALL}"
+        ) from exc
+    return vyper
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,9 +224,7 @@ def _npm_install(root: Path) -> None:
 @functools.cache
 def _compiled_token() -> tuple[bytes, list[dict[str, Any]]]:
     """(runtime bytecode, ABI) of the dev USDC, compiled once per process."""
-    import vyper  # type: ignore[import-untyped]  # no type information published
-
-    out = vyper.compile_code(
+    out = _vyper().compile_code(
         TOKEN_SOURCE.read_text(),
         contract_path=str(TOKEN_SOURCE),
         output_formats=["bytecode_runtime", "abi"],
@@ -535,6 +554,7 @@ __all__ = [
     "DevChain",
     "DevChainError",
     "anvil_binary",
+    "require_dev_extra",
     "token_abi",
     "usdc_defaults",
 ]

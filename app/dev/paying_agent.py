@@ -2,7 +2,7 @@
 the x402 package's reference client, and gets its memory stored.
 
 Run against `engram serve --dev-chain` (offline; the default key is that chain's demo wallet):
-    python -m app.examples.paying_agent --url http://127.0.0.1:8000
+    python -m app.dev.paying_agent --url http://127.0.0.1:8000
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas import PaymentPayload, PaymentRequired
 
 from app.auth.signature import sign_header
-from app.payments.devmode import DEMO_WALLET_KEY
+from app.dev.mode import DEMO_WALLET_KEY
 
 
 def wallet_header(account: LocalAccount) -> dict[str, str]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from eth_account import Account
 
 from app.config import Settings
-from app.payments.devchain import DevChain
+from app.dev.chain import DevChain, require_dev_extra
 
 log = logging.getLogger("engram")
 
@@ -29,6 +29,7 @@ DEV_FREE_TIER_CALLS = 3
 
 @contextlib.contextmanager
 def dev_chain(settings: Settings) -> Iterator[Settings]:
+    require_dev_extra()  # before anvil starts: a missing extra is named, not a traceback later
     with DevChain(chain_id=8453) as chain:
         chain.install_usdc()
         demo = Account.from_key(DEMO_WALLET_KEY)
@@ -44,7 +45,7 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
             f"dev chain: anvil at {chain.rpc_url} (chain 8453), USDC at {chain.usdc_address}\n"
             f"  demo wallet {demo.address} holds 100 USDC; its key: {DEMO_WALLET_KEY}\n"
             f"  payments go to {pay_to}; free tier: {free_calls} calls per wallet\n"
-            f"  try: python -m app.examples.paying_agent --url {url}",
+            f"  try: python -m app.dev.paying_agent --url {url}",
             flush=True,
         )
         yield replace(
