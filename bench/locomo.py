@@ -270,7 +270,7 @@ async def main() -> None:
     dsn = server.start()
     try:
         await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
-        from tests.conftest import served
+        from tests.support.server import served
 
         base = Settings(database_url=dsn, free_tier_calls=10**9, rate_limit_per_minute=0)
         shared_keys: dict[str, str] | None = None

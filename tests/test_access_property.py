@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
-from tests.conftest import auth
+from tests.support.api import auth
 
 # The question's answer (FRESH), and a memory on its edge (it pets a dog) that the unrelated
 # recalls below keep returning (they are about coffee runs and mornings).

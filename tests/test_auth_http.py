@@ -7,7 +7,7 @@ import time
 from eth_account import Account
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth
+from tests.support.api import auth
 
 
 def _error(r) -> dict:

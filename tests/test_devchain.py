@@ -32,7 +32,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner, FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
 
 from app.payments.devchain import DevChain, DevChainError, anvil_binary, token_abi, usdc_defaults
-from tests.x402_support import TRANSFER_TYPES
+from tests.support.x402 import TRANSFER_TYPES
 
 BASE = 8453
 BASE_SEPOLIA = 84532

@@ -9,8 +9,8 @@ import httpx
 
 from app.asgi import create_app
 from app.config import Settings
-from tests.conftest import served
 from tests.support.chromium import dump_dom_offline
+from tests.support.server import served
 
 
 def test_docs_page_loads_nothing_from_elsewhere(settings: Settings) -> None:

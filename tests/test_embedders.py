@@ -23,7 +23,7 @@ from app.ai.embedders import (
     OpenAIEmbedder,
     build_embedder,
 )
-from tests.openai_wire import JsonHandler
+from tests.support.openai_wire import JsonHandler
 
 # ------------------------------------------------------------------ local MiniLM
 

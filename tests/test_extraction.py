@@ -17,9 +17,9 @@ from pgvector.asyncpg import register_vector
 
 from app.ai.facts import CONTEXT_CLOSE, CONTEXT_OPEN
 from app.ai.tokens import count_tokens
-from tests.conftest import auth
-from tests.facts import FACTS
-from tests.openai_wire import OpenAICompatibleServer
+from tests.support.api import auth
+from tests.support.facts import FACTS
+from tests.support.openai_wire import OpenAICompatibleServer
 
 CONVERSATION = [
     {"role": "user", "content": "Hi there!"},

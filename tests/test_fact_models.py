@@ -27,7 +27,7 @@ from app.ai.facts import (
 )
 from app.ai.heuristics import HeuristicFactModel
 from app.ai.llm import DEFAULT_LLM_MODEL, OpenAIFactModel
-from tests.openai_wire import CannedReply, OpenAICompatibleServer
+from tests.support.openai_wire import CannedReply, OpenAICompatibleServer
 
 CONVERSATION = [
     Message("system", "You are a helpful assistant."),

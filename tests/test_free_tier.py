@@ -9,7 +9,9 @@ import httpx
 from eth_account import Account
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth, count_memories, served
+from tests.support.api import auth
+from tests.support.db import count_memories
+from tests.support.server import served
 
 
 async def _used(database_url: str, address: str) -> int:

@@ -18,8 +18,8 @@ from pgvector.asyncpg import register_vector
 
 from app.api.errors import PaymentRequired
 from app.history import repository as history_repo
-from tests.conftest import auth
-from tests.facts import FACTS
+from tests.support.api import auth
+from tests.support.facts import FACTS
 
 CREATE_FIELDS = {
     "content", "importance", "memory_type", "namespace", "tags", "metadata", "pinned",

@@ -9,8 +9,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from app.memory import service as memory_service
-from tests.conftest import auth
-from tests.facts import FACTS
+from tests.support.api import auth
+from tests.support.facts import FACTS
 
 
 async def store(client: AsyncTestClient, account, content: str, **fields) -> dict:

@@ -35,13 +35,15 @@ from app.asgi import create_app
 from app.config import Settings
 from app.payments.devchain import DevChain
 from app.payments.prices import price_list
-from tests.conftest import auth, count_memories, served
-from tests.facilitator_wire import LocalFacilitatorServer
-from tests.x402_support import offer_of, reference_payment, sign_proof
+from tests.support.api import auth
+from tests.support.db import count_memories
+from tests.support.facilitator_wire import LocalFacilitatorServer
+from tests.support.server import served
+from tests.support.shared_store import REDIS_URL
+from tests.support.x402 import offer_of, reference_payment, sign_proof
 
 BASE_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 PRICE = 5000  # $0.005
-REDIS_URL = "redis://127.0.0.1:6379/15"
 
 
 @pytest.fixture(scope="module")

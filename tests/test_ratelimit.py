@@ -34,8 +34,9 @@ from app.auth.signature import WalletVerifier
 from app.config import Settings
 from app.payments.prices import STORE, paid
 from app.shared.store import InProcessStore, RedisStore, SharedStore
-from tests.conftest import auth, served
-from tests.test_shared_store import REDIS_URL
+from tests.support.api import auth
+from tests.support.server import served
+from tests.support.shared_store import REDIS_URL
 
 LIMIT = 5  # the tiny app's overall limit
 STRICT = 3  # its /strict route's own limit

@@ -16,8 +16,8 @@ from pgvector.asyncpg import register_vector
 from app.ai.embedders import LocalMiniLMEmbedder
 from app.memory import repository as memory_repository
 from app.memory import service as memory_service
-from tests.conftest import auth
-from tests.facts import FACTS
+from tests.support.api import auth
+from tests.support.facts import FACTS
 
 
 async def _db(database_url: str) -> asyncpg.Connection:

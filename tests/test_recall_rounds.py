@@ -11,7 +11,7 @@ from eth_account import Account
 from litestar.testing import AsyncTestClient
 
 from app.memory.dates import DateSpan, EventTime, event_time, explicit_dates, query_window
-from tests.conftest import auth
+from tests.support.api import auth
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
 

@@ -23,8 +23,9 @@ from app.asgi import create_app
 from app.config import LOCAL_EMBED_DIMS, Settings
 from app.db.pool import asyncpg_dsn, create_pool
 from app.relations import repository as relations_repo
-from tests.conftest import auth, served
-from tests.facts import FACTS
+from tests.support.api import auth
+from tests.support.facts import FACTS
+from tests.support.server import served
 
 MISSING = "00000000-0000-4000-8000-000000000000"
 

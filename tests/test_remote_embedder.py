@@ -15,8 +15,8 @@ import asyncpg
 from litestar.testing import AsyncTestClient
 
 from app.db.schema import upgrade_to_head
-from tests.conftest import auth
-from tests.openai_wire import OpenAICompatibleServer
+from tests.support.api import auth
+from tests.support.openai_wire import OpenAICompatibleServer
 
 PROJECT = Path(__file__).resolve().parents[1]
 

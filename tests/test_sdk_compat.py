@@ -16,7 +16,8 @@ from memoclaw.types import StoreInput, UpdateInput
 
 from app.asgi import create_app
 from app.config import Settings
-from tests.conftest import served
+from tests.support.sdk import sdk_kwargs
+from tests.support.server import served
 
 STARTUP_TIMEOUT_S = 60
 
@@ -28,16 +29,6 @@ def base_url(settings: Settings) -> Iterator[str]:
         yield url
 
 
-def _client_kwargs(base_url: str, tmp_path: Path) -> dict[str, object]:
-    return {
-        "base_url": base_url,
-        # No retries: a retried POST could store twice and hide the first failure.
-        "max_retries": 0,
-        # A missing file: a ~/.memoclaw/config.json on this machine must not leak in.
-        "config_path": tmp_path / "no-memoclaw-config.json",
-    }
-
-
 @pytest.fixture
 def account() -> LocalAccount:
     return Account.create()
@@ -45,7 +36,7 @@ def account() -> LocalAccount:
 
 @pytest.fixture
 def sdk(base_url: str, account: LocalAccount, tmp_path: Path) -> Iterator[MemoClaw]:
-    with MemoClaw(private_key=account.key.hex(), **_client_kwargs(base_url, tmp_path)) as client:
+    with MemoClaw(private_key=account.key.hex(), **sdk_kwargs(base_url, tmp_path)) as client:
         yield client
 
 
@@ -54,7 +45,7 @@ async def async_sdk(
     base_url: str, account: LocalAccount, tmp_path: Path
 ) -> AsyncIterator[AsyncMemoClaw]:
     async with AsyncMemoClaw(
-        private_key=account.key.hex(), **_client_kwargs(base_url, tmp_path)
+        private_key=account.key.hex(), **sdk_kwargs(base_url, tmp_path)
     ) as client:
         yield client
 
@@ -254,7 +245,7 @@ def test_errors_parse_into_sdk_types(sdk: MemoClaw, base_url: str, tmp_path: Pat
     # Another wallet's memory is indistinguishable from a missing one.
     memory_id = sdk.store("a private note").id
     stranger = Account.create().key.hex()
-    with MemoClaw(private_key=stranger, **_client_kwargs(base_url, tmp_path)) as other:
+    with MemoClaw(private_key=stranger, **sdk_kwargs(base_url, tmp_path)) as other:
         with pytest.raises(NotFoundError):
             other.get(memory_id)
         with pytest.raises(NotFoundError):

@@ -25,8 +25,8 @@ from memoclaw import AsyncMemoClaw, MemoClaw
 from memoclaw.errors import APIError, AuthenticationError, NotFoundError
 from memoclaw.types import Message, StoreInput, UpdateInput
 
+from tests.support.sdk import sdk_kwargs
 from tests.support.server import start_serve, stop_serve
-from tests.test_sdk_compat import _client_kwargs
 
 T = TypeVar("T")
 Client = MemoClaw | AsyncMemoClaw
@@ -57,7 +57,7 @@ def account() -> LocalAccount:
 async def client(
     request: pytest.FixtureRequest, base_url: str, account: LocalAccount, tmp_path: Path
 ) -> AsyncIterator[Client]:
-    kwargs = _client_kwargs(base_url, tmp_path)
+    kwargs = sdk_kwargs(base_url, tmp_path)
     if request.param == "sync":
         with MemoClaw(private_key=account.key.hex(), **kwargs) as sync_client:
             yield sync_client
@@ -497,7 +497,7 @@ async def test_delete_delete_batch_delete_namespace(
     kept = await done(client.store("kept outside the scratch namespace", namespace="keep"))
     # Another wallet's memories in a namespace of the same name are not touched.
     stranger = Account.create().key.hex()
-    with MemoClaw(private_key=stranger, **_client_kwargs(base_url, tmp_path)) as other:
+    with MemoClaw(private_key=stranger, **sdk_kwargs(base_url, tmp_path)) as other:
         theirs = other.store("the stranger's scratch note", namespace="scratch").id
 
     namespaces = await done(client.list_namespaces())
@@ -510,7 +510,7 @@ async def test_delete_delete_batch_delete_namespace(
     for memory_id in scratch:
         with pytest.raises(NotFoundError):
             await done(client.get(memory_id))
-    with MemoClaw(private_key=stranger, **_client_kwargs(base_url, tmp_path)) as other:
+    with MemoClaw(private_key=stranger, **sdk_kwargs(base_url, tmp_path)) as other:
         assert other.get(theirs).content == "the stranger's scratch note"
 
     empty = await done(client.delete_namespace("scratch"))
@@ -522,7 +522,7 @@ async def test_another_wallets_ids_are_not_found(
 ) -> None:
     mine = (await done(client.store("my own note about the garden"))).id
     with MemoClaw(
-        private_key=Account.create().key.hex(), **_client_kwargs(base_url, tmp_path)
+        private_key=Account.create().key.hex(), **sdk_kwargs(base_url, tmp_path)
     ) as other:
         theirs, their_target = other.store_batch(
             [{"content": "the stranger's note about boats"}, {"content": "and about harbours"}]
@@ -776,7 +776,7 @@ async def test_wallet_only_mode_is_refused(base_url: str, tmp_path: Path) -> Non
     purpose (memoclaw-api.md: a malformed header is a 401 whatever the endpoint): an unsigned
     address would let anyone read and delete any wallet's memories."""
     address = Account.create().address
-    kwargs = _client_kwargs(base_url, tmp_path)
+    kwargs = sdk_kwargs(base_url, tmp_path)
     with MemoClaw(wallet_address=address, **kwargs) as sync_client:
         with pytest.raises(AuthenticationError) as raised:
             sync_client.list()
@@ -789,7 +789,7 @@ async def test_wallet_only_mode_is_refused(base_url: str, tmp_path: Path) -> Non
 
 async def test_async_create_validates(base_url: str, account: LocalAccount, tmp_path: Path) -> None:
     created = await AsyncMemoClaw.create(
-        private_key=account.key.hex(), validate_on_init=True, **_client_kwargs(base_url, tmp_path)
+        private_key=account.key.hex(), validate_on_init=True, **sdk_kwargs(base_url, tmp_path)
     )
     try:
         stored = await created.store("Created through the async factory")

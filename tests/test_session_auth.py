@@ -32,7 +32,8 @@ from app.auth.session import (
 )
 from app.auth.signature import WalletVerifier
 from app.config import Settings
-from tests.conftest import auth, count_memories
+from tests.support.api import auth
+from tests.support.db import count_memories
 
 OLD = "old-key:" + "o" * 64
 NEW = "new-key:" + "n" * 64

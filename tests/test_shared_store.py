@@ -21,8 +21,7 @@ from app.shared.store import (
     StoreUnavailable,
 )
 from tests.support.outage import PrivateRedis
-
-REDIS_URL = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+from tests.support.shared_store import REDIS_URL
 
 
 @pytest.fixture(params=["in-process", "redis"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth
+from tests.support.api import auth
 
 
 async def test_store_then_recall(client: AsyncTestClient, wallet) -> None:

@@ -14,7 +14,8 @@ from litestar.testing import AsyncTestClient
 from memoclaw import MemoClaw
 
 from app.asgi import create_app
-from tests.conftest import auth, served
+from tests.support.api import auth
+from tests.support.server import served
 
 DAY = timedelta(days=1)
 MISSING = "00000000-0000-0000-0000-000000000000"

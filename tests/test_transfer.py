@@ -27,7 +27,8 @@ from app.memory.service import content_digest
 from app.transfer.controller import IMPORTS_PER_MINUTE
 from app.transfer.schemas import MAX_IMPORT_ITEMS
 from app.transfer.service import LANE_MIN_ITEMS, ImportLane, TransferService
-from tests.conftest import auth, count_memories
+from tests.support.api import auth
+from tests.support.db import count_memories
 
 # The fields a caller owns: an export → import round trip keeps every one of them.
 USER_FIELDS = (

@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth
+from tests.support.api import auth
 
 
 async def _traces(database_url: str, address: str) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import pytest
 
 from app.asgi import create_app
 from app.config import Settings
-from tests.conftest import served
+from tests.support.server import served
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar import Litestar
 
-from tests.conftest import auth, served
+from tests.support.api import auth
 from tests.support.recording import recording_server
+from tests.support.server import served
 
 PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "claude-code"
 SCRIPT = PLUGIN / "scripts" / "engram_hook.py"

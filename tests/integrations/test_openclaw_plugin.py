@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from litestar import Litestar
 
-from tests.conftest import served
+from tests.support.server import served
 
 PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "openclaw"
 

@@ -15,9 +15,10 @@ from eth_account import Account
 
 from app.asgi import create_app
 from app.config import Settings
-from tests.conftest import auth, count_memories, served
+from tests.support.api import auth
+from tests.support.db import count_memories
 from tests.support.mcp import BearerAuth, WalletAuth, http_session, stdio_session
-from tests.support.server import ENGRAM, engram_env
+from tests.support.server import ENGRAM, engram_env, served
 
 INITIALIZE = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",

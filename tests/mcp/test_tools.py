@@ -17,8 +17,8 @@ from mcp.types import CallToolResult, TextResourceContents
 from app.asgi import create_app
 from app.config import Settings
 from app.mcp.tools import TOOLS
-from tests.conftest import served
 from tests.support.mcp import WalletAuth, http_session, stdio_session
+from tests.support.server import served
 
 
 @pytest.fixture(scope="module")

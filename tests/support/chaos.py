@@ -23,7 +23,7 @@ from eth_account.signers.local import LocalAccount
 from app.auth.signature import sign_header
 from app.payments.devchain import DevChain
 from tests.support.outage import wait_healthy
-from tests.x402_support import offer_of, sign_proof
+from tests.support.x402 import offer_of, sign_proof
 
 PRICE_ATOMIC = 5000  # $0.005, the store price
 PAYER_FUNDS = 10**12

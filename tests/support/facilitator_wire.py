@@ -15,7 +15,7 @@ from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmSchemeC
 from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequirements
 
-from tests.openai_wire import JsonHandler
+from tests.support.openai_wire import JsonHandler
 
 
 class _Handler(JsonHandler):
