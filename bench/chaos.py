@@ -1,4 +1,4 @@
-"""Chaos, long form of tests/test_chaos.py: `engram serve` on its own PostgreSQL and Redis
+"""Chaos, long form of tests/cli/test_chaos.py: `engram serve` on its own PostgreSQL and Redis
 (private ports), a load of paid stores (x402, settled on a local anvil chain) and free imports,
 while PostgreSQL and then Redis are stopped and brought back, `--cycles` times. Prints what every
 phase answered and what was kept (acknowledged writes lost, payments settled on chain without a

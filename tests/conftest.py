@@ -3,6 +3,8 @@ ENGRAM_TEST_DATABASE_URL), migrated once with Alembic; the app served in-process
 
 Isolation between tests comes from the domain itself: every test signs with fresh wallets, and
 every query is scoped to a wallet.
+
+Only fixtures here: helpers live in tests/support/ (the layout: tests/README.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The chaos scenario's load and its bookkeeping, shared by tests/test_chaos.py (short) and
+"""The chaos scenario's load and its bookkeeping, shared by tests/cli/test_chaos.py (short) and
 bench/chaos.py (long): workers sending paid stores (a fresh x402 proof each, settled on a local
 chain) and free one-item imports, phase by phase, every answer recorded; then a check of the
 database and the chain that nothing acknowledged or paid was lost."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PATHS = ["app", "tests", "alembic", "bench"]
 

@@ -18,7 +18,7 @@ from app.db.schema import upgrade_to_head
 from tests.support.api import auth
 from tests.support.openai_wire import OpenAICompatibleServer
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 async def _create_database(database_url: str, name: str) -> str:

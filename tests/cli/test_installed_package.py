@@ -21,7 +21,7 @@ import asyncpg
 
 from tests.support.server import engram_env, start_serve, stop_serve
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # What a checkout holds besides the source: never part of what is built.
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "build", "*.egg-info", "__pycache__", ".*_cache",
