@@ -15,7 +15,7 @@ import asyncpg
 from litestar.testing import AsyncTestClient
 
 from app.db.schema import upgrade_to_head
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.openai_wire import OpenAICompatibleServer
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -39,10 +39,9 @@ async def test_openai_compatible_endpoint_end_to_end(make_app, database_url, wal
         async with AsyncTestClient(app=app) as client:
             h = auth(wallet)
             for content in ("the cat sleeps on the red sofa", "invoices are due in thirty days"):
-                r = await client.post("/v1/store", json={"content": content}, headers=h)
-                assert r.status_code == 201, r.text
-                assert r.json()["tokens_used"] > 0
-                assert r.json()["memory"]["embedding_model"] == "text-embedding-3-small"
+                stored = await store_memory(client, wallet, content)
+                assert stored["tokens_used"] > 0
+                assert stored["memory"]["embedding_model"] == "text-embedding-3-small"
             r = await client.post("/v1/recall", json={"query": "when are invoices due"}, headers=h)
             assert r.json()["memories"][0]["content"] == "invoices are due in thirty days"
             assert (await client.get("/health")).json()["embedder"]["dims"] == 512

@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 
 
 async def _traces(database_url: str, address: str) -> tuple[int, int]:
@@ -93,9 +93,7 @@ async def test_malformed_json_is_a_client_error(client: AsyncTestClient, wallet)
 
 async def test_bad_updates_are_422_and_change_nothing(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    memory_id = (await client.post("/v1/store", json={"content": "keep me"}, headers=h)).json()[
-        "id"
-    ]
+    memory_id = (await store_memory(client, wallet, "keep me"))["id"]
     for patch in (
         {"content": "bad\x00"},
         {"importance": 3},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar.testing import AsyncTestClient
 
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 
 SECRET = "The launch code for project Falcon is tangerine-42"
 
@@ -13,10 +13,7 @@ async def test_wallets_are_isolated_on_every_endpoint(
     client: AsyncTestClient, wallet, other_wallet
 ) -> None:
     mine, theirs = auth(wallet), auth(other_wallet)
-    r = await client.post(
-        "/v1/store", json={"content": SECRET, "namespace": "secret", "tags": ["x"]}, headers=mine
-    )
-    memory_id = r.json()["id"]
+    memory_id = (await store_memory(client, wallet, SECRET, namespace="secret", tags=["x"]))["id"]
 
     async def check(method: str, path: str, **kwargs) -> dict:
         r = await client.request(method, path, headers=theirs, **kwargs)
@@ -50,10 +47,8 @@ async def test_wallets_are_isolated_on_every_endpoint(
     status = await check("GET", "/v1/free-tier/status")
     assert status["body"]["wallet"] == other_wallet.address.lower()
     # the same content stored by the other wallet is its own memory, never a dedup into mine
-    r = await client.post(
-        "/v1/store", json={"content": SECRET, "namespace": "secret"}, headers=theirs
-    )
-    assert r.json()["deduplicated"] is False and r.json()["id"] != memory_id
+    copy = await store_memory(client, other_wallet, SECRET, namespace="secret")
+    assert copy["deduplicated"] is False and copy["id"] != memory_id
 
     # and mine is untouched
     m = (await client.get(f"/v1/memories/{memory_id}", headers=mine)).json()

@@ -18,19 +18,13 @@ from pgvector.asyncpg import register_vector
 
 from app.api.errors import PaymentRequired
 from app.history import repository as history_repo
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 
 CREATE_FIELDS = {
     "content", "importance", "memory_type", "namespace", "tags", "metadata", "pinned",
     "immutable", "session_id", "agent_id", "expires_at",
 }  # fmt: skip
-
-
-async def _store(client: AsyncTestClient, account: Any, content: str, **fields: Any) -> dict:
-    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    return dict(r.json())
 
 
 async def _history(client: AsyncTestClient, account: Any, memory_id: str) -> list[dict]:
@@ -87,7 +81,7 @@ def insert_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 async def test_store_records_the_fields_it_created(client: AsyncTestClient, wallet) -> None:
     expires = (datetime.now(UTC) + timedelta(days=3)).isoformat().replace("+00:00", "Z")
-    stored = await _store(
+    stored = await store_memory(
         client, wallet, FACTS[0], importance=0.8, memory_type="preference", namespace="ui",
         tags=["editor"], metadata={"source": "chat"}, pinned=True, session_id="s1",
         agent_id="a1", expires_at=expires,
@@ -113,9 +107,14 @@ async def test_store_records_the_fields_it_created(client: AsyncTestClient, wall
 async def test_dedup_merge_records_what_changed_on_the_existing_memory(
     client: AsyncTestClient, wallet
 ) -> None:
-    first = await _store(client, wallet, "Alice is allergic to peanuts", tags=["health"])
-    again = await _store(
-        client, wallet, "Alice is allergic to peanuts.", importance=0.9, tags=["food"]
+    first = await store_memory(client, wallet, "Alice is allergic to peanuts", tags=["health"])
+    again = await store_memory(
+        client,
+        wallet,
+        "Alice is allergic to peanuts.",
+        deduplicated=True,
+        importance=0.9,
+        tags=["food"],
     )
     assert again["deduplicated"] is True and again["id"] == first["id"]
     history = await _history(client, wallet, first["id"])
@@ -125,7 +124,7 @@ async def test_dedup_merge_records_what_changed_on_the_existing_memory(
     assert update["importance"] == {"before": 0.5, "after": 0.9}
     assert update["tags"] == {"before": ["health"], "after": ["health", "food"]}
     # the same content again changes nothing: no row
-    same = await _store(client, wallet, "Alice is allergic to peanuts")
+    same = await store_memory(client, wallet, "Alice is allergic to peanuts", deduplicated=True)
     assert same["deduplicated"] is True
     assert _actions(await _history(client, wallet, first["id"])) == ["create", "update"]
 
@@ -177,7 +176,7 @@ async def test_batch_dedup_within_records_create_then_update(
 async def test_patch_records_before_and_after_of_changed_fields_only(
     client: AsyncTestClient, wallet
 ) -> None:
-    stored = await _store(client, wallet, FACTS[3], tags=["db"], namespace="infra")
+    stored = await store_memory(client, wallet, FACTS[3], tags=["db"], namespace="infra")
     memory_id = stored["id"]
     r = await client.patch(
         f"/v1/memories/{memory_id}",
@@ -213,9 +212,9 @@ async def test_patch_records_before_and_after_of_changed_fields_only(
 async def test_batch_update_records_the_items_that_applied(
     client: AsyncTestClient, wallet, insert_calls
 ) -> None:
-    a = (await _store(client, wallet, FACTS[5]))["id"]
-    b = (await _store(client, wallet, FACTS[6], immutable=True))["id"]
-    c = (await _store(client, wallet, FACTS[7]))["id"]
+    a = (await store_memory(client, wallet, FACTS[5]))["id"]
+    b = (await store_memory(client, wallet, FACTS[6], immutable=True))["id"]
+    c = (await store_memory(client, wallet, FACTS[7]))["id"]
     insert_calls.clear()
     r = await client.patch(
         "/v1/memories/batch",
@@ -246,7 +245,7 @@ async def test_deletes_are_recorded_and_history_outlives_them(
     client: AsyncTestClient, wallet
 ) -> None:
     h = auth(wallet)
-    ids = [(await _store(client, wallet, fact))["id"] for fact in FACTS[8:13]]
+    ids = [(await store_memory(client, wallet, fact))["id"] for fact in FACTS[8:13]]
     assert (await client.delete(f"/v1/memories/{ids[0]}", headers=h)).status_code == 200
     r = await client.post("/v1/memories/bulk-delete", json={"ids": ids[1:3]}, headers=h)
     assert r.json()["deleted"] == 2
@@ -263,7 +262,7 @@ async def test_deletes_are_recorded_and_history_outlives_them(
 
 async def test_restore_undeletes_and_records(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    memory_id = (await _store(client, wallet, FACTS[13]))["id"]
+    memory_id = (await store_memory(client, wallet, FACTS[13]))["id"]
     r = await client.post(f"/v1/memories/{memory_id}/restore", headers=h)
     assert r.status_code == 409 and r.json()["error"]["code"] == "CONFLICT"  # not deleted
     await client.delete(f"/v1/memories/{memory_id}", headers=h)
@@ -303,7 +302,7 @@ async def test_history_and_restore_are_per_wallet(
     client: AsyncTestClient, wallet, other_wallet, database_url
 ) -> None:
     mine, theirs = auth(wallet), auth(other_wallet)
-    memory_id = (await _store(client, wallet, "The vault code is 7731"))["id"]
+    memory_id = (await store_memory(client, wallet, "The vault code is 7731"))["id"]
     await client.delete(f"/v1/memories/{memory_id}", headers=mine)
     r = await client.get(f"/v1/memories/{memory_id}/history", headers=theirs)
     assert r.status_code == 404 and "7731" not in r.text
@@ -328,7 +327,7 @@ async def test_rejected_requests_write_no_history(
     r = await client.post("/v1/store/batch", json={"memories": bad_late}, headers=h)
     assert r.status_code == 422
     assert await _rows(database_url, wallet.address) == []
-    memory_id = (await _store(client, wallet, FACTS[16], immutable=True))["id"]
+    memory_id = (await store_memory(client, wallet, FACTS[16], immutable=True))["id"]
     r = await client.patch(f"/v1/memories/{memory_id}", json={"importance": 1}, headers=h)
     assert r.status_code == 409
     assert (await client.delete(f"/v1/memories/{memory_id}", headers=h)).status_code == 409
@@ -360,7 +359,7 @@ async def test_a_change_rolled_back_after_the_fact_leaves_no_history(
 ) -> None:
     """The history row is in the change's transaction: when settlement fails after the handler
     wrote both, both are rolled back."""
-    memory_id = (await _store(client, wallet, FACTS[17]))["id"]
+    memory_id = (await store_memory(client, wallet, FACTS[17]))["id"]
     app = make_app()
     app.state.payment_gate = _SettleFails(app.state.payment_gate)
     async with AsyncTestClient(app=app, timeout=60) as failing:

@@ -17,7 +17,7 @@ from pgvector.asyncpg import register_vector
 
 from app.ai.facts import CONTEXT_CLOSE, CONTEXT_OPEN
 from app.ai.tokens import count_tokens
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 from tests.support.openai_wire import OpenAICompatibleServer
 
@@ -157,11 +157,7 @@ async def test_extract_refuses_bad_input(client, wallet, database_url) -> None:
 
 async def test_ingest_auto_relate(client, wallet, database_url) -> None:
     h = auth(wallet)
-    known = (
-        await client.post(
-            "/v1/store", json={"content": "Mia has a severe peanut allergy"}, headers=h
-        )
-    ).json()["id"]
+    known = (await store_memory(client, wallet, "Mia has a severe peanut allergy"))["id"]
     r = await client.post(
         "/v1/ingest",
         json={"text": "My daughter Mia is allergic to peanuts and tree nuts.", "auto_relate": True},
@@ -398,8 +394,7 @@ HOSTILE = [
 async def test_context_neutralises_prompt_injection(client, wallet) -> None:
     h = auth(wallet)
     for content in HOSTILE:
-        r = await client.post("/v1/store", json={"content": content}, headers=h)
-        assert r.status_code == 201
+        await store_memory(client, wallet, content)
     r = await client.post(
         "/v1/context",
         json={"query": "instructions colour system recipe", "max_memories": 10},
@@ -467,7 +462,7 @@ async def test_context_fits_max_tokens_and_formats(client, wallet) -> None:
 
 async def test_context_summary_with_llm(llm_client, llm_server, wallet) -> None:
     h = auth(wallet)
-    await llm_client.post("/v1/store", json={"content": "The user lives in Porto"}, headers=h)
+    await store_memory(llm_client, wallet, "The user lives in Porto")
     before = len(llm_server.chat_requests)
     body = (
         await llm_client.post("/v1/context", json={"query": "where", "summarize": True}, headers=h)

@@ -16,9 +16,11 @@ import httpx
 import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
-from litestar import Litestar
+from litestar.testing import AsyncTestClient
 
-from tests.support.api import auth
+from app.asgi import create_app
+from app.config import Settings
+from tests.support.api import auth, store_memory
 from tests.support.recording import recording_server
 from tests.support.server import served
 
@@ -39,8 +41,10 @@ HOOK = load_script()
 
 
 @pytest.fixture(scope="module")
-def url(app: Litestar) -> Iterator[str]:
-    with served(app) as base:
+def url(settings: Settings) -> Iterator[str]:
+    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
+    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
+    with served(create_app(settings)) as base:
         yield base
 
 
@@ -77,13 +81,6 @@ def additional_context(stdout: str, event: str) -> str:
     return str(out["hookSpecificOutput"]["additionalContext"])
 
 
-def store(url: str, wallet: LocalAccount, namespace: str, content: str, **extra: Any) -> str:
-    r = httpx.post(f"{url}/v1/store", headers=auth(wallet),
-                   json={"content": content, "namespace": namespace, **extra}, timeout=60)  # fmt: skip
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
 def contents(url: str, wallet: LocalAccount, namespace: str) -> list[str]:
     r = httpx.get(f"{url}/v1/memories", headers=auth(wallet),
                   params={"namespace": namespace, "limit": 100}, timeout=60)  # fmt: skip
@@ -113,10 +110,13 @@ def test_namespace_is_per_project_directory(tmp_path: Path) -> None:
     assert HOOK.namespace_for(str(a)).startswith("cc-app-")
 
 
-def test_session_start_loads_core_memories(url: str, project: Path) -> None:
+async def test_session_start_loads_core_memories(
+    client: AsyncTestClient, url: str, project: Path
+) -> None:
     wallet = Account.create()
     ns = HOOK.namespace_for(str(project))
-    store(url, wallet, ns, "Releases of this project are cut from the main branch", pinned=True)
+    core = "Releases of this project are cut from the main branch"
+    await store_memory(client, wallet, core, namespace=ns, pinned=True)
     out = run_hook("session-start", hook_input("SessionStart", project, source="startup"),
                    url, wallet)  # fmt: skip
     context = additional_context(out, "SessionStart")
@@ -127,11 +127,13 @@ def test_session_start_loads_core_memories(url: str, project: Path) -> None:
     assert run_hook("session-start", hook_input("SessionStart", other), url, wallet) == ""
 
 
-def test_prompt_hook_injects_only_relevant_memories(url: str, project: Path) -> None:
+async def test_prompt_hook_injects_only_relevant_memories(
+    client: AsyncTestClient, url: str, project: Path
+) -> None:
     wallet = Account.create()
     ns = HOOK.namespace_for(str(project))
-    store(url, wallet, ns, COFFEE)
-    store(url, wallet, ns, "The staging cluster is called kestrel")
+    await store_memory(client, wallet, COFFEE, namespace=ns)
+    await store_memory(client, wallet, "The staging cluster is called kestrel", namespace=ns)
     relevant = run_hook("prompt", hook_input("UserPromptSubmit", project,
                         prompt="What coffee should I order for the user's morning?"), url, wallet)  # fmt: skip
     context = additional_context(relevant, "UserPromptSubmit")
@@ -161,12 +163,12 @@ def test_stop_hook_stores_the_turns_new_fact(url: str, project: Path) -> None:
     assert not any("Earlier question" in c for c in stored), stored  # only the finished turn
 
 
-def test_a_turn_with_the_injected_block_does_not_store_those_memories_again(
-    url: str, project: Path
+async def test_a_turn_with_the_injected_block_does_not_store_those_memories_again(
+    client: AsyncTestClient, url: str, project: Path
 ) -> None:
     wallet = Account.create()
     ns = HOOK.namespace_for(str(project))
-    store(url, wallet, ns, COFFEE)
+    await store_memory(client, wallet, COFFEE, namespace=ns)
     prompt = "What coffee should I order? Also, I moved to Lisbon last month."
     injected = additional_context(run_hook(
         "prompt", hook_input("UserPromptSubmit", project, prompt=prompt), url, wallet),

@@ -12,16 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from litestar import Litestar
 
+from app.asgi import create_app
+from app.config import Settings
 from tests.support.server import served
 
 PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "openclaw"
 
 
 @pytest.fixture(scope="module")
-def url(app: Litestar) -> Iterator[str]:
-    with served(app) as base:
+def url(settings: Settings) -> Iterator[str]:
+    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
+    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
+    with served(create_app(settings)) as base:
         yield base
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 
 # The question's answer (FRESH), and a memory on its edge (it pets a dog) that the unrelated
 # recalls below keep returning (they are about coffee runs and mornings).
@@ -26,18 +26,12 @@ UNRELATED_WORDS = [
 RECALLS = 1000
 
 
-async def _store(client: AsyncTestClient, account, content: str) -> str:
-    r = await client.post("/v1/store", json={"content": content}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
 async def _ranks_after_unrelated_recalls(
     client: AsyncTestClient, queries: list[str], fresh_first: bool
 ) -> tuple[str, str, list[str], int]:
     wallet = Account.create()
     order = [FRESH, POPULAR] if fresh_first else [POPULAR, FRESH]
-    ids = {content: await _store(client, wallet, content) for content in order}
+    ids = {content: (await store_memory(client, wallet, content))["id"] for content in order}
     returned = 0
     for query in queries:
         # no similarity floor: the popular memory comes back whatever the query

@@ -9,18 +9,12 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from app.memory import service as memory_service
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 
 
-async def store(client: AsyncTestClient, account, content: str, **fields) -> dict:
-    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
 async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) -> None:
-    stored = await store(client, wallet, FACTS[0])
+    stored = await store_memory(client, wallet, FACTS[0])
     assert stored["memory"]["content"] == FACTS[0] and "content" not in stored
     m = (await client.get(f"/v1/memories/{stored['id']}", headers=auth(wallet))).json()
     assert m["id"] == stored["id"] and m["user_id"] == wallet.address.lower()
@@ -34,7 +28,7 @@ async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) 
 async def test_store_accepts_top_level_tags_and_metadata_tags(
     client: AsyncTestClient, wallet
 ) -> None:
-    stored = await store(
+    stored = await store_memory(
         client, wallet, FACTS[1], tags=["ops"], metadata={"tags": ["deploy"], "k": 1}
     )
     m = (await client.get(f"/v1/memories/{stored['id']}", headers=auth(wallet))).json()
@@ -42,16 +36,21 @@ async def test_store_accepts_top_level_tags_and_metadata_tags(
 
 
 async def test_store_dedups_near_identical_content(client: AsyncTestClient, wallet) -> None:
-    first = await store(client, wallet, "Alice is allergic to peanuts", tags=["health"])
-    again = await store(
-        client, wallet, "Alice is allergic to peanuts.", importance=0.9, tags=["food"]
+    first = await store_memory(client, wallet, "Alice is allergic to peanuts", tags=["health"])
+    again = await store_memory(
+        client,
+        wallet,
+        "Alice is allergic to peanuts.",
+        deduplicated=True,
+        importance=0.9,
+        tags=["food"],
     )
     assert again["deduplicated"] is True and again["id"] == first["id"]
     m = (await client.get(f"/v1/memories/{first['id']}", headers=auth(wallet))).json()
     assert m["importance"] == 0.9 and m["metadata"]["tags"] == ["health", "food"]
-    other_ns = await store(client, wallet, "Alice is allergic to peanuts", namespace="work")
+    other_ns = await store_memory(client, wallet, "Alice is allergic to peanuts", namespace="work")
     assert other_ns["deduplicated"] is False and other_ns["id"] != first["id"]
-    unrelated = await store(client, wallet, FACTS[3])
+    unrelated = await store_memory(client, wallet, FACTS[3])
     assert unrelated["deduplicated"] is False
 
 
@@ -80,7 +79,7 @@ async def test_store_batch_dedups_like_one_by_one_in_a_few_statements(
     right memory, in order, and the batch costs a fixed number of statements (merges aside)."""
     if lookup == "index":  # the near-duplicate lookup walks the HNSW graph, as for big wallets
         monkeypatch.setattr(memory_service, "DEDUP_SCAN_MAX_ROWS", 0)
-    stored = await store(client, wallet, "Bob drives a red bicycle to work", tags=["stored"])
+    stored = await store_memory(client, wallet, "Bob drives a red bicycle to work", tags=["stored"])
     statements: list[str] = []
     original = asyncpg.Connection._execute
 
@@ -122,7 +121,7 @@ async def test_store_batch_limits(client: AsyncTestClient, wallet) -> None:
 
 async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet) -> None:
     for i, fact in enumerate(FACTS[:12]):
-        await store(
+        await store_memory(
             client,
             wallet,
             fact,
@@ -166,7 +165,7 @@ async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet
 async def test_patch_updates_fields_and_reembeds_only_on_content_change(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    stored = await store(client, wallet, FACTS[8])
+    stored = await store_memory(client, wallet, FACTS[8])
     h = auth(wallet)
 
     async def embedding() -> str:
@@ -205,7 +204,7 @@ async def test_expires_at_set_clear_and_vanish(
 ) -> None:
     h = auth(wallet)
     soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    stored = await store(client, wallet, FACTS[10], expires_at=soon)
+    stored = await store_memory(client, wallet, FACTS[10], expires_at=soon)
     m = (await client.get(f"/v1/memories/{stored['id']}", headers=h)).json()
     assert m["expires_at"] is not None
     r = await client.patch(f"/v1/memories/{stored['id']}", json={"expires_at": None}, headers=h)
@@ -214,7 +213,7 @@ async def test_expires_at_set_clear_and_vanish(
     r = await client.post("/v1/store", json={"content": FACTS[11], "expires_at": past}, headers=h)
     assert r.status_code == 422
     # a memory whose time has come vanishes from every read
-    gone = await store(client, wallet, FACTS[12], expires_at=soon)
+    gone = await store_memory(client, wallet, FACTS[12], expires_at=soon)
     conn = await asyncpg.connect(database_url)
     await conn.execute(
         "UPDATE memories SET expires_at = now() - interval '1 s' WHERE id = $1", gone["id"]
@@ -233,12 +232,12 @@ async def test_expires_at_set_clear_and_vanish(
 
 async def test_immutable_memories_refuse_update_and_delete(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    stored = await store(client, wallet, FACTS[13], immutable=True)
+    stored = await store_memory(client, wallet, FACTS[13], immutable=True)
     for method, kwargs in (("PATCH", {"json": {"importance": 1}}), ("DELETE", {})):
         r = await client.request(method, f"/v1/memories/{stored['id']}", headers=h, **kwargs)
         assert r.status_code == 409, r.text
         assert r.json()["error"]["code"] == "CONFLICT"
-    mutable = await store(client, wallet, FACTS[14])
+    mutable = await store_memory(client, wallet, FACTS[14])
     r = await client.patch(f"/v1/memories/{mutable['id']}", json={"immutable": True}, headers=h)
     assert r.json()["immutable"] is True
     r = await client.patch(f"/v1/memories/{mutable['id']}", json={"immutable": False}, headers=h)
@@ -247,7 +246,7 @@ async def test_immutable_memories_refuse_update_and_delete(client: AsyncTestClie
 
 async def test_delete_is_soft(client: AsyncTestClient, wallet, database_url) -> None:
     h = auth(wallet)
-    stored = await store(client, wallet, FACTS[15])
+    stored = await store_memory(client, wallet, FACTS[15])
     r = await client.delete(f"/v1/memories/{stored['id']}", headers=h)
     assert r.status_code == 200 and r.json() == {"deleted": True, "id": stored["id"]}
     assert (await client.get(f"/v1/memories/{stored['id']}", headers=h)).status_code == 404
@@ -262,8 +261,8 @@ async def test_delete_is_soft(client: AsyncTestClient, wallet, database_url) -> 
 
 async def test_bulk_delete_both_paths(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    ids = [(await store(client, wallet, f))["id"] for f in FACTS[16:20]]
-    keep = (await store(client, wallet, FACTS[20], immutable=True))["id"]
+    ids = [(await store_memory(client, wallet, f))["id"] for f in FACTS[16:20]]
+    keep = (await store_memory(client, wallet, FACTS[20], immutable=True))["id"]
     r = await client.post("/v1/memories/bulk-delete", json={"ids": ids[:2]}, headers=h)
     assert r.status_code == 200 and r.json()["deleted"] == 2
     missing = "00000000-0000-0000-0000-000000000000"
@@ -281,9 +280,9 @@ async def test_bulk_delete_both_paths(client: AsyncTestClient, wallet) -> None:
 
 async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    a = (await store(client, wallet, FACTS[21]))["id"]
-    b = (await store(client, wallet, FACTS[22]))["id"]
-    frozen = (await store(client, wallet, FACTS[23], immutable=True))["id"]
+    a = (await store_memory(client, wallet, FACTS[21]))["id"]
+    b = (await store_memory(client, wallet, FACTS[22]))["id"]
+    frozen = (await store_memory(client, wallet, FACTS[23], immutable=True))["id"]
     missing = "00000000-0000-0000-0000-000000000000"
     new_content = f"{FACTS[24]} ({wallet.address})"  # unique: no embedding-cache hit
     updates = [
@@ -309,9 +308,11 @@ async def test_batch_update_both_paths(client: AsyncTestClient, wallet) -> None:
 
 async def test_search_keyword_both_forms(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    await store(client, wallet, "The VPN disconnects when the laptop sleeps", tags=["it"])
-    await store(client, wallet, "Backups are encrypted with age and stored in object storage")
-    await store(
+    await store_memory(client, wallet, "The VPN disconnects when the laptop sleeps", tags=["it"])
+    await store_memory(
+        client, wallet, "Backups are encrypted with age and stored in object storage"
+    )
+    await store_memory(
         client, wallet, "Error code ERR_42_X appears on the checkout page", namespace="shop"
     )
     r = await client.post("/v1/search", json={"query": "laptop VPN"}, headers=h)
@@ -337,9 +338,11 @@ async def test_namespaces_and_stats(client: AsyncTestClient, wallet) -> None:
     empty = (await client.get("/v1/stats", headers=h)).json()
     assert empty["total_memories"] == 0 and empty["avg_importance"] == 0
     assert empty["by_type"] == [] and "oldest_memory" not in empty
-    await store(client, wallet, FACTS[25], namespace="home", importance=0.2, pinned=True)
-    await store(client, wallet, FACTS[26], namespace="home", importance=0.4, memory_type="decision")
-    third = await store(client, wallet, FACTS[27], importance=0.6)
+    await store_memory(client, wallet, FACTS[25], namespace="home", importance=0.2, pinned=True)
+    await store_memory(
+        client, wallet, FACTS[26], namespace="home", importance=0.4, memory_type="decision"
+    )
+    third = await store_memory(client, wallet, FACTS[27], importance=0.6)
     ns = (await client.get("/v1/namespaces", headers=h)).json()
     assert ns["total"] == 2
     assert ns["namespaces"][0]["name"] == "home" and ns["namespaces"][0]["count"] == 2

@@ -16,7 +16,7 @@ from pgvector.asyncpg import register_vector
 from app.ai.embedders import LocalMiniLMEmbedder
 from app.memory import repository as memory_repository
 from app.memory import service as memory_service
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 
 
@@ -26,20 +26,16 @@ async def _db(database_url: str) -> asyncpg.Connection:
     return conn
 
 
-async def _store(client: AsyncTestClient, account, content: str, **fields) -> str:
-    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
 async def test_score_matches_the_formula_by_hand(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
     content = "The planning meeting moved to the large conference room"
     query = "where is the quarterly planning meeting"
-    memory_id = await _store(client, wallet, content, importance=0.7, memory_type="decision")
+    memory_id = (
+        await store_memory(client, wallet, content, importance=0.7, memory_type="decision")
+    )["id"]
     # a second memory that matches the query's words better: keyword_match is relative to it
-    await _store(client, wallet, "Agenda of the quarterly planning meeting")
+    await store_memory(client, wallet, "Agenda of the quarterly planning meeting")
     days_old, days_since_access, accesses = 10.0, 4.0, 3
     conn = await _db(database_url)
     await conn.execute(
@@ -107,8 +103,11 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
     }
     ids = {}
     for i, memory_type in enumerate(half_lives):
-        ids[memory_type] = await _store(client, wallet, FACTS[i], memory_type=memory_type)
-    pinned = await _store(client, wallet, FACTS[10], memory_type="observation", pinned=True)
+        stored = await store_memory(client, wallet, FACTS[i], memory_type=memory_type)
+        ids[memory_type] = stored["id"]
+    pinned = (
+        await store_memory(client, wallet, FACTS[10], memory_type="observation", pinned=True)
+    )["id"]
     conn = await _db(database_url)
     for memory_type, memory_id in ids.items():
         await conn.execute(
@@ -151,7 +150,7 @@ async def test_decay_per_type_and_pinning(client: AsyncTestClient, wallet, datab
 async def test_an_access_is_a_use_counted_once_a_day(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    memory_id = await _store(client, wallet, FACTS[2])
+    memory_id = (await store_memory(client, wallet, FACTS[2]))["id"]
     for _ in range(3):  # recall returns it, but exposure is not use
         r = await client.post(
             "/v1/recall", json={"query": "peanut allergy", "limit": 1}, headers=auth(wallet)
@@ -187,7 +186,7 @@ async def test_an_access_is_a_use_counted_once_a_day(
 async def test_memoclaw_accounting_counts_every_recalled_memory(make_app, wallet) -> None:
     """ENGRAM_RECALL_COUNTS_ACCESS=1: the contract's own accounting, kept as an option."""
     async with AsyncTestClient(app=make_app(recall_counts_access=True), timeout=60) as client:
-        memory_id = await _store(client, wallet, FACTS[2])
+        memory_id = (await store_memory(client, wallet, FACTS[2]))["id"]
         for expected in (1, 2):
             r = await client.post(
                 "/v1/recall", json={"query": "peanut allergy", "limit": 1}, headers=auth(wallet)
@@ -199,7 +198,7 @@ async def test_memoclaw_accounting_counts_every_recalled_memory(make_app, wallet
 
 async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None:
     for fact in FACTS[:8]:
-        await _store(client, wallet, fact)
+        await store_memory(client, wallet, fact)
     h = auth(wallet)
     r = await client.post(
         "/v1/recall", json={"query": "dark mode editor", "min_similarity": 0}, headers=h
@@ -233,11 +232,15 @@ async def test_limit_and_min_similarity(client: AsyncTestClient, wallet) -> None
 
 async def test_filters(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    await _store(client, wallet, FACTS[0], namespace="ui", tags=["prefs"], memory_type="preference")
-    await _store(
+    await store_memory(
+        client, wallet, FACTS[0], namespace="ui", tags=["prefs"], memory_type="preference"
+    )
+    await store_memory(
         client, wallet, FACTS[1], namespace="ops", tags=["deploy"], session_id="s1", agent_id="bot"
     )
-    await _store(client, wallet, FACTS[2], tags=["health", "prefs"], memory_type="observation")
+    await store_memory(
+        client, wallet, FACTS[2], tags=["health", "prefs"], memory_type="observation"
+    )
 
     async def contents(**body) -> set[str]:
         r = await client.post(
@@ -314,7 +317,7 @@ async def test_filters_never_starve_the_top_k_among_many_wallets(
     )
     await conn.close()
     for i, fact in enumerate(FACTS[:14]):
-        await _store(
+        await store_memory(
             client, target, fact, tags=["garden"] if i % 2 == 0 else ["other"], namespace="home"
         )
     r = await client.post(
@@ -351,7 +354,7 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
     monkeypatch.setattr(memory_repository, "recall_candidates", spy)
     wallet = Account.create()
     for fact in FACTS[:5]:
-        await _store(client, wallet, fact)
+        await store_memory(client, wallet, fact)
     body = {"query": "garden", "limit": 3, "min_similarity": 0}
     r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert r.status_code == 200 and len(r.json()["memories"]) == 3
@@ -367,7 +370,7 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
 async def test_count_up_to_stops_at_the_cap(client: AsyncTestClient, database_url) -> None:
     wallet = Account.create()
     for fact in FACTS[:6]:
-        await _store(client, wallet, fact, namespace="capped")
+        await store_memory(client, wallet, fact, namespace="capped")
     conn = await _db(database_url)
     try:
         f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
@@ -399,7 +402,7 @@ async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
 
     monkeypatch.setattr(asyncpg.Connection, "execute", spy)
     wallet = Account.create()
-    await _store(client, wallet, FACTS[0])
+    await store_memory(client, wallet, FACTS[0])
     assert not any("synchronous_commit" in q for q in statements)  # a store is durable
     r = await client.post("/v1/recall", json={"query": "garden"}, headers=auth(wallet))
     assert r.status_code == 200

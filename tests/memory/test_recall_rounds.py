@@ -11,7 +11,7 @@ from eth_account import Account
 from litestar.testing import AsyncTestClient
 
 from app.memory.dates import DateSpan, EventTime, event_time, explicit_dates, query_window
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
 
@@ -93,21 +93,16 @@ def test_an_event_span_meets_a_window_on_either_end() -> None:
 # ---- event time through the API -----------------------------------------------------------------
 
 
-async def _store(client: AsyncTestClient, account, content: str, **fields) -> dict:
-    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    return r.json()["memory"]
-
-
 async def test_store_batch_and_import_keep_the_event_time(client: AsyncTestClient) -> None:
     wallet = Account.create()
-    given = await _store(client, wallet, "Signed the lease yesterday",
-                         occurred_at="2025-09-02T10:00:00Z")  # fmt: skip
+    given = (await store_memory(client, wallet, "Signed the lease yesterday",
+                                occurred_at="2025-09-02T10:00:00Z"))["memory"]  # fmt: skip
     assert given["occurred_at"] == "2025-09-01T00:00:00Z"
     assert given["mentioned_at"] == "2025-09-02T10:00:00Z"
-    read = await _store(client, wallet, "[3:00 pm on 12 March, 2024] Ann: the roof was repaired")
+    read = (await store_memory(client, wallet,
+                               "[3:00 pm on 12 March, 2024] Ann: the roof was repaired"))["memory"]  # fmt: skip
     assert read["occurred_at"] == read["mentioned_at"] == "2024-03-12T00:00:00Z"
-    timeless = await _store(client, wallet, "Ann prefers tea to coffee")
+    timeless = (await store_memory(client, wallet, "Ann prefers tea to coffee"))["memory"]
     assert "occurred_at" not in timeless  # nothing says when: no field, not a null
     r = await client.post("/v1/store/batch", headers=auth(wallet), json={"memories": [
         {"content": "Paid the plumber", "occurred_at": "2025-10-05"}]})  # fmt: skip
@@ -157,10 +152,10 @@ async def test_recall_filters_on_event_time_and_boosts_the_time_the_query_names(
 ) -> None:
     wallet = Account.create()
     # two memories equally about the query, one of them on the day it names
-    march = await _store(client, wallet, "Dinner with Priya at the Lebanese place",
-                         occurred_at="2024-03-14T19:00:00Z")  # fmt: skip
-    june = await _store(client, wallet, "Had dinner with Priya and her brother at a noodle bar",
-                        occurred_at="2024-06-20T19:00:00Z")  # fmt: skip
+    march = (await store_memory(client, wallet, "Dinner with Priya at the Lebanese place",
+                                occurred_at="2024-03-14T19:00:00Z"))["memory"]  # fmt: skip
+    june = (await store_memory(client, wallet, "Had dinner with Priya and her brother at a noodle bar",
+                               occurred_at="2024-06-20T19:00:00Z"))["memory"]  # fmt: skip
     for query, first in (("Who did I have dinner with on 14 March 2024?", march),
                          ("Who did I have dinner with in June 2024?", june)):  # fmt: skip
         r = await client.post("/v1/recall", json={"query": query}, headers=auth(wallet))
@@ -217,10 +212,11 @@ async def test_the_second_round_follows_relations_and_keeps_the_filters(
 ) -> None:
     wallet = Account.create()
     for text in DISTRACTORS:
-        await _store(client, wallet, text, namespace="chat-1")
-    seed = await _store(client, wallet, SEED, namespace="chat-1")  # the last turn of its chat
+        await store_memory(client, wallet, text, namespace="chat-1")
+    # the last turn of its chat
+    seed = (await store_memory(client, wallet, SEED, namespace="chat-1"))["memory"]
     # the bridge written elsewhere (another namespace): only a relation leads to it
-    bridge = await _store(client, wallet, BRIDGE, namespace="notes")
+    bridge = (await store_memory(client, wallet, BRIDGE, namespace="notes"))["memory"]
     body = {"query": QUESTION, "limit": TOP}
     r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert seed["id"] in ids_of(r) and bridge["id"] not in ids_of(r)

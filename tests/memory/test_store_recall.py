@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar.testing import AsyncTestClient
 
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 
 
 async def test_store_then_recall(client: AsyncTestClient, wallet) -> None:
@@ -23,9 +23,7 @@ async def test_store_then_recall(client: AsyncTestClient, wallet) -> None:
     assert body["stored"] is True and body["deduplicated"] is False and body["tokens_used"] > 0
     assert r.headers["x-free-tier-remaining"] == "99"
     assert r.headers["x-request-id"]
-    await client.post(
-        "/v1/store", json={"content": "Quarterly revenue grew 12 percent"}, headers=auth(wallet)
-    )
+    await store_memory(client, wallet, "Quarterly revenue grew 12 percent")
     r = await client.post(
         "/v1/recall", json={"query": "what theme does the user like?"}, headers=auth(wallet)
     )

@@ -23,18 +23,11 @@ from app.asgi import create_app
 from app.config import LOCAL_EMBED_DIMS, Settings
 from app.db.pool import asyncpg_dsn, create_pool
 from app.relations import repository as relations_repo
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 from tests.support.server import served
 
 MISSING = "00000000-0000-4000-8000-000000000000"
-
-
-async def _store(client: AsyncTestClient, account, content: str, **fields) -> str:
-    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    assert r.json()["deduplicated"] is False
-    return str(r.json()["id"])
 
 
 async def _relate(
@@ -85,9 +78,9 @@ def _code(r) -> tuple[int, str]:
 
 
 async def test_create_list_delete_round_trip(client: AsyncTestClient, wallet) -> None:
-    a = await _store(client, wallet, FACTS[0], importance=0.9, namespace="prefs")
-    b = await _store(client, wallet, FACTS[1], memory_type="decision")
-    c = await _store(client, wallet, FACTS[2])
+    a = (await store_memory(client, wallet, FACTS[0], importance=0.9, namespace="prefs"))["id"]
+    b = (await store_memory(client, wallet, FACTS[1], memory_type="decision"))["id"]
+    c = (await store_memory(client, wallet, FACTS[2]))["id"]
     h = auth(wallet)
 
     r = await _relate(client, wallet, a, b, "supports", metadata={"why": "same topic"})
@@ -145,8 +138,8 @@ async def test_create_list_delete_round_trip(client: AsyncTestClient, wallet) ->
 async def test_create_rejects_bad_input(
     client: AsyncTestClient, wallet, database_url, body: dict, field: str
 ) -> None:
-    a = await _store(client, wallet, FACTS[3])
-    b = await _store(client, wallet, FACTS[4])
+    a = (await store_memory(client, wallet, FACTS[3]))["id"]
+    b = (await store_memory(client, wallet, FACTS[4]))["id"]
     payload = {"target_id": b, "relation_type": "related_to", **body}
     r = await client.post(f"/v1/memories/{a}/relations", json=payload, headers=auth(wallet))
     assert _code(r) == (422, "VALIDATION_ERROR"), r.text
@@ -157,7 +150,7 @@ async def test_create_rejects_bad_input(
 async def test_create_rejects_self_links_bad_ids_and_missing_bodies(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    a = await _store(client, wallet, FACTS[5])
+    a = (await store_memory(client, wallet, FACTS[5]))["id"]
     h = auth(wallet)
     r = await _relate(client, wallet, a, a)
     assert _code(r) == (422, "VALIDATION_ERROR") and "itself" in r.json()["error"]["message"]
@@ -180,8 +173,8 @@ async def test_create_rejects_self_links_bad_ids_and_missing_bodies(
 async def test_identical_relation_is_a_conflict_and_never_a_second_row(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    a = await _store(client, wallet, FACTS[6])
-    b = await _store(client, wallet, FACTS[7])
+    a = (await store_memory(client, wallet, FACTS[6]))["id"]
+    b = (await store_memory(client, wallet, FACTS[7]))["id"]
     first = await _related(client, wallet, a, b, relation_type="supersedes")
     r = await _relate(client, wallet, a, b, "supersedes", metadata={"again": True})
     assert _code(r) == (409, "CONFLICT")
@@ -200,13 +193,7 @@ async def test_concurrent_identical_creates_make_one_row(
     """Over a real server (AsyncTestClient runs requests one at a time), 20 identical creates at
     once: one 201, nineteen 409 naming it, one row."""
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
-
-        async def store(content: str) -> str:
-            r = await http.post("/v1/store", json={"content": content}, headers=auth(wallet))
-            assert r.status_code == 201, r.text
-            return str(r.json()["id"])
-
-        a, b = await store(FACTS[8]), await store(FACTS[9])
+        a, b = [(await store_memory(http, wallet, fact))["id"] for fact in FACTS[8:10]]
         body = {"target_id": b, "relation_type": "derived_from"}
         responses = await asyncio.gather(
             *(
@@ -262,11 +249,11 @@ async def test_overlapping_transactions_insert_one_relation(wallet, database_url
 async def test_other_wallets_memories_and_relations_are_not_found(
     client: AsyncTestClient, wallet, other_wallet, database_url
 ) -> None:
-    mine_a = await _store(client, wallet, FACTS[10])
-    mine_b = await _store(client, wallet, FACTS[11])
+    mine_a = (await store_memory(client, wallet, FACTS[10]))["id"]
+    mine_b = (await store_memory(client, wallet, FACTS[11]))["id"]
     mine_rel = await _related(client, wallet, mine_a, mine_b)
-    theirs = await _store(client, other_wallet, FACTS[12])
-    theirs_b = await _store(client, other_wallet, FACTS[13])
+    theirs = (await store_memory(client, other_wallet, FACTS[12]))["id"]
+    theirs_b = (await store_memory(client, other_wallet, FACTS[13]))["id"]
     their_rel = await _related(client, other_wallet, theirs, theirs_b)
     h = auth(other_wallet)
 
@@ -293,7 +280,7 @@ async def test_other_wallets_memories_and_relations_are_not_found(
         r = await client.delete(f"/v1/memories/{memory_id}/relations/{relation_id}", headers=h)
         assert _code(r) == (404, "NOT_FOUND"), (memory_id, relation_id)
     # their own relation, named through a memory of theirs that it does not touch
-    theirs_c = await _store(client, other_wallet, FACTS[14])
+    theirs_c = (await store_memory(client, other_wallet, FACTS[14]))["id"]
     r = await client.delete(f"/v1/memories/{theirs_c}/relations/{their_rel}", headers=h)
     assert _code(r) == (404, "NOT_FOUND")
 
@@ -309,10 +296,15 @@ async def test_other_wallets_memories_and_relations_are_not_found(
 async def test_deleted_or_expired_ends_are_not_found_and_hide_their_relations(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    a = await _store(client, wallet, "The boiler service is booked for the first of October")
-    b = await _store(client, wallet, "The boiler model is a Vaillant ecoTEC plus")
-    c = await _store(client, wallet, "The plumber charges ninety euros per hour")
-    d = await _store(client, wallet, "The radiator in the hall needs bleeding every winter")
+    a, b, c, d = [
+        (await store_memory(client, wallet, content))["id"]
+        for content in (
+            "The boiler service is booked for the first of October",
+            "The boiler model is a Vaillant ecoTEC plus",
+            "The plumber charges ninety euros per hour",
+            "The radiator in the hall needs bleeding every winter",
+        )
+    ]
     await _related(client, wallet, a, b)
     await _related(client, wallet, c, a, relation_type="supports")
     ad = await _related(client, wallet, a, d)
@@ -375,7 +367,7 @@ async def test_deleted_or_expired_ends_are_not_found_and_hide_their_relations(
 async def test_graph_rejects_out_of_range_parameters(
     client: AsyncTestClient, wallet, query: str
 ) -> None:
-    a = await _store(client, wallet, FACTS[15])
+    a = (await store_memory(client, wallet, FACTS[15]))["id"]
     r = await client.get(f"/v1/memories/{a}/graph{query}", headers=auth(wallet))
     assert _code(r) == (422, "VALIDATION_ERROR"), r.text
 
@@ -383,7 +375,7 @@ async def test_graph_rejects_out_of_range_parameters(
 async def test_graph_walks_both_directions_once_with_type_filter(
     client: AsyncTestClient, wallet
 ) -> None:
-    ids = [await _store(client, wallet, fact) for fact in FACTS[16:22]]
+    ids = [(await store_memory(client, wallet, fact))["id"] for fact in FACTS[16:22]]
     a, b, c, d, e, f = ids
     # a → b → d, c → a, b → c (a cycle a→b→c→a), d ↔ e with contradicts, f alone
     ab = await _related(client, wallet, a, b)
@@ -484,9 +476,10 @@ async def test_graph_on_a_1000_node_chain_stops_at_the_depth_and_limit_asked(
 async def test_recall_include_relations_lists_each_results_relations(
     client: AsyncTestClient, wallet
 ) -> None:
-    a = await _store(client, wallet, "The user's dog Pepper is a border collie", importance=0.8)
-    b = await _store(client, wallet, "Pepper the dog needs two long walks a day")
-    c = await _store(client, wallet, "The vet appointment for Pepper is on Monday")
+    pepper = "The user's dog Pepper is a border collie"
+    a = (await store_memory(client, wallet, pepper, importance=0.8))["id"]
+    b = (await store_memory(client, wallet, "Pepper the dog needs two long walks a day"))["id"]
+    c = (await store_memory(client, wallet, "The vet appointment for Pepper is on Monday"))["id"]
     ab = await _related(client, wallet, a, b, metadata={"source": "chat"})
     ca = await _related(client, wallet, c, a, relation_type="supports")
     h = auth(wallet)
@@ -512,9 +505,10 @@ async def test_a_related_memory_decays_slower_than_an_identical_unrelated_one(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
     content = "The quarterly board meeting is held in the Oslo office"
-    related = await _store(client, wallet, content, namespace="with-links")
-    alone = await _store(client, wallet, content, namespace="without-links")
-    other = await _store(client, wallet, "Lunch orders are placed with the canteen by ten")
+    related = (await store_memory(client, wallet, content, namespace="with-links"))["id"]
+    alone = (await store_memory(client, wallet, content, namespace="without-links"))["id"]
+    lunch = "Lunch orders are placed with the canteen by ten"
+    other = (await store_memory(client, wallet, lunch))["id"]
     await _related(client, wallet, other, related, relation_type="supports")
     conn = await asyncpg.connect(database_url)
     try:

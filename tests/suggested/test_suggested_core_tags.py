@@ -14,18 +14,11 @@ from litestar.testing import AsyncTestClient
 from memoclaw import MemoClaw
 
 from app.asgi import create_app
-from tests.support.api import auth
+from tests.support.api import auth, store_batch
 from tests.support.server import served
 
 DAY = timedelta(days=1)
 MISSING = "00000000-0000-0000-0000-000000000000"
-
-
-async def _store(client: AsyncTestClient, account, items: list[dict[str, Any]]) -> list[str]:
-    r = await client.post("/v1/store/batch", json={"memories": items}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    assert r.json()["deduplicated_count"] == 0
-    return list(r.json()["ids"])
 
 
 async def _set(database_url: str, account, memory_id: str, **columns: Any) -> None:
@@ -77,7 +70,7 @@ PINNED_OLD = "Observed that the CI cache is shared between branches"
 
 
 async def _four_categories(client: AsyncTestClient, database_url: str, account) -> list[str]:
-    ids = await _store(
+    ids = await store_batch(
         client,
         account,
         [
@@ -196,7 +189,7 @@ async def test_suggested_leaves_out_deleted_and_expired(
 async def test_suggested_rules_at_their_edges(
     client: AsyncTestClient, wallet, database_url
 ) -> None:
-    ids = await _store(
+    ids = await store_batch(
         client,
         wallet,
         [
@@ -242,7 +235,7 @@ async def test_relations_slow_decay_and_count(
         "Sentry alerts go to the on-call channel",
         "Backups run nightly at two in the morning",
     ]
-    ids = await _store(
+    ids = await store_batch(
         client,
         wallet,
         [{"content": c, "memory_type": "observation", "importance": 0.3} for c in contents],
@@ -310,7 +303,7 @@ CORE_PATHS = ("/v1/memories/core", "/v1/core-memories", "/v1/core")
 
 async def test_core_lists_pins_and_unpins_on_every_path(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    always, second, third = await _store(
+    always, second, third = await store_batch(
         client,
         wallet,
         [
@@ -355,7 +348,7 @@ async def test_core_lists_pins_and_unpins_on_every_path(client: AsyncTestClient,
 
 async def test_core_immutable_memories_refuse_pin_changes(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    frozen, frozen_pinned = await _store(
+    frozen, frozen_pinned = await store_batch(
         client,
         wallet,
         [
@@ -377,7 +370,7 @@ async def test_core_immutable_memories_refuse_pin_changes(client: AsyncTestClien
 
 
 async def test_core_is_per_wallet(client: AsyncTestClient, wallet, other_wallet) -> None:
-    mine, pinned = await _store(
+    mine, pinned = await store_batch(
         client,
         wallet,
         [
@@ -402,7 +395,7 @@ async def test_core_is_per_wallet(client: AsyncTestClient, wallet, other_wallet)
 
 async def test_core_bad_input_is_422_and_changes_nothing(client: AsyncTestClient, wallet) -> None:
     h = auth(wallet)
-    (memory_id,) = await _store(client, wallet, [{"content": "Timezone is Europe/Berlin"}])
+    (memory_id,) = await store_batch(client, wallet, [{"content": "Timezone is Europe/Berlin"}])
     bodies = [
         {},
         {"memory_id": None},
@@ -450,7 +443,7 @@ async def test_tags_counted_per_wallet_and_namespace(
     client: AsyncTestClient, wallet, other_wallet
 ) -> None:
     h = auth(wallet)
-    ids = await _store(
+    ids = await store_batch(
         client,
         wallet,
         [
@@ -508,7 +501,7 @@ async def test_count_supports_the_list_filters(
     client: AsyncTestClient, wallet, other_wallet, database_url
 ) -> None:
     h = auth(wallet)
-    old, middle, new = await _store(
+    old, middle, new = await store_batch(
         client,
         wallet,
         [

@@ -27,7 +27,7 @@ from app.memory.service import content_digest
 from app.transfer.controller import IMPORTS_PER_MINUTE
 from app.transfer.schemas import MAX_IMPORT_ITEMS
 from app.transfer.service import LANE_MIN_ITEMS, ImportLane, TransferService
-from tests.support.api import auth
+from tests.support.api import auth, store_memory
 from tests.support.db import count_memories
 
 # The fields a caller owns: an export → import round trip keeps every one of them.
@@ -148,14 +148,6 @@ async def _import(client: AsyncTestClient, account, body: Any) -> dict[str, Any]
     return result
 
 
-async def _store(client: AsyncTestClient, account, content: str, **fields: Any) -> dict[str, Any]:
-    r = await client.post("/v1/store", json={"content": content, **fields}, headers=auth(account))
-    assert r.status_code == 201, r.text
-    assert r.json()["deduplicated"] is False
-    memory: dict[str, Any] = r.json()["memory"]
-    return memory
-
-
 def _user_fields(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = [{f: m.get(f) for f in USER_FIELDS} for m in memories]
     return sorted(rows, key=lambda m: (m["namespace"], m["content"], m["deleted_at"] or ""))
@@ -245,12 +237,13 @@ async def test_export_streams_from_a_cursor_in_batches(
 
 
 async def test_export_csv_round_trips_awkward_content(client: AsyncTestClient, wallet) -> None:
-    stored = [
-        await _store(client, wallet, TRICKY[0], tags=["quotes, commas"], importance=0.9),
-        await _store(client, wallet, TRICKY[1], namespace="ops", memory_type="project"),
-        await _store(client, wallet, TRICKY[2], metadata={"k": {"deep": [1, "two"]}}),
-        await _store(client, wallet, TRICKY[3], session_id="s,1", pinned=True),
+    answers = [
+        await store_memory(client, wallet, TRICKY[0], tags=["quotes, commas"], importance=0.9),
+        await store_memory(client, wallet, TRICKY[1], namespace="ops", memory_type="project"),
+        await store_memory(client, wallet, TRICKY[2], metadata={"k": {"deep": [1, "two"]}}),
+        await store_memory(client, wallet, TRICKY[3], session_id="s,1", pinned=True),
     ]
+    stored = [answer["memory"] for answer in answers]
     body = await _export(client, wallet, format="csv")
     assert body["format"] == "csv" and body["count"] == 4
     assert len(body["memories"]) == 1 and isinstance(body["memories"][0], str)
@@ -271,7 +264,7 @@ async def test_export_csv_round_trips_awkward_content(client: AsyncTestClient, w
 
 async def test_export_markdown_has_a_section_per_memory(client: AsyncTestClient, wallet) -> None:
     for content, namespace in zip(TRICKY, ("default", "ops", "default", "ops"), strict=True):
-        await _store(client, wallet, content, namespace=namespace, tags=["t1"])
+        await store_memory(client, wallet, content, namespace=namespace, tags=["t1"])
     body = await _export(client, wallet, format="markdown")
     assert body["format"] == "markdown" and body["count"] == 4
     document = body["memories"][0]
@@ -411,7 +404,7 @@ async def test_import_defaults_and_envelope_forms(client: AsyncTestClient, walle
 async def test_import_skips_what_the_wallet_already_holds(
     client: AsyncTestClient, wallet, database_url: str
 ) -> None:
-    await _store(client, wallet, "Carol prefers morning meetings", namespace="team")
+    await store_memory(client, wallet, "Carol prefers morning meetings", namespace="team")
     past = (datetime.now(UTC) - timedelta(days=1)).isoformat()
     future = (datetime.now(UTC) + timedelta(days=10)).isoformat()
     deleted_at = (datetime.now(UTC) - timedelta(days=2)).isoformat()
@@ -452,7 +445,7 @@ async def test_import_skips_what_the_wallet_already_holds(
 async def test_import_is_isolated_between_wallets(
     client: AsyncTestClient, wallet, other_wallet, database_url: str
 ) -> None:
-    secret = await _store(client, wallet, "The vault code for project Heron is 7-7-1")
+    secret = await store_memory(client, wallet, "The vault code for project Heron is 7-7-1")
     exported = await _export(client, wallet)
     # another wallet importing the first one's export gets its own copies, never the originals
     assert await _import(client, other_wallet, exported) == {"imported": 1, "skipped": 0}
