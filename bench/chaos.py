@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.payments.devchain import DevChain
 from tests.support.chaos import ChaosRun
-from tests.support.outage import PrivatePostgres, PrivateRedis, wait_healthy
-from tests.support.server import engram_env, free_port, run_engram
+from tests.support.outage import PrivatePostgres, PrivateRedis
+from tests.support.server import engram_env, free_port, run_engram, wait_healthy
 
 RESULTS = Path(__file__).parent / "results" / "chaos.json"
 

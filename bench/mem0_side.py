@@ -69,7 +69,7 @@ from app.auth.signature import sign_header  # noqa: E402
 from app.config import LOCAL_EMBED_DIMS, Settings  # noqa: E402
 from app.db.embedded import EmbeddedPostgres  # noqa: E402
 from app.db.schema import upgrade_to_head  # noqa: E402
-from tests.support.openai_wire import JsonHandler  # noqa: E402
+from tests.support.wire import JsonHandler  # noqa: E402
 
 MEM0_VERSION = "2.2.1"
 MEM0_VENV = BENCH / ".venv-mem0"

@@ -25,6 +25,7 @@ from litestar.testing import AsyncTestClient
 from app.asgi import create_app
 from app.config import LOCAL_EMBED_DIMS, Settings
 from app.db.schema import upgrade_to_head
+from tests.support.server import served
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +68,15 @@ def app(settings: Settings) -> Litestar:
 async def client(app: Litestar) -> AsyncIterator[AsyncTestClient]:
     async with AsyncTestClient(app=app, timeout=60) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def engram_url(settings: Settings) -> Iterator[str]:
+    """Engram over real HTTP (uvicorn in a thread) for clients that need a server: its base URL.
+    An app of its own: serving the session's `app` would run that app's lifespan a second time
+    and close the pool the in-process `client` keeps using ("pool is closed" in later tests)."""
+    with served(create_app(settings)) as url:
+        yield url
 
 
 @pytest.fixture

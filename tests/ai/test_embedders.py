@@ -7,10 +7,8 @@ import importlib.resources
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -23,7 +21,7 @@ from app.ai.embedders import (
     OpenAIEmbedder,
     build_embedder,
 )
-from tests.support.openai_wire import JsonHandler
+from tests.support.wire import JsonHandler, LocalServer
 
 # ------------------------------------------------------------------ local MiniLM
 
@@ -256,16 +254,16 @@ class _FakeOpenAIHandler(JsonHandler):
         }
 
 
-class _FakeOpenAIServer(ThreadingHTTPServer):
+class _FakeOpenAIServer(LocalServer):
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _FakeOpenAIHandler)
+        super().__init__(_FakeOpenAIHandler)
         self.requests: list[dict[str, Any]] = []
         self.expected: dict[str, Any] = {}
         self.reply_dims: int | None = None  # set to make the server ignore `dimensions`
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"{self.url}/v1"
 
 
 def _fake_vector(text: str, dims: int) -> list[float]:
@@ -283,12 +281,8 @@ def openai_server() -> Iterator[_FakeOpenAIServer]:
         "dimensions": 512,
         "encoding_format": "float",
     }
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with server:
+        yield server
 
 
 def _openai(server: _FakeOpenAIServer, **kwargs: Any) -> OpenAIEmbedder:

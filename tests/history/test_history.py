@@ -19,7 +19,7 @@ from pgvector.asyncpg import register_vector
 from app.api.errors import PaymentRequired
 from app.history import repository as history_repo
 from tests.support.api import auth, store_memory
-from tests.support.facts import FACTS
+from tests.support.facts import ALLERGY, ALLERGY_AGAIN, FACTS
 
 CREATE_FIELDS = {
     "content", "importance", "memory_type", "namespace", "tags", "metadata", "pinned",
@@ -107,14 +107,9 @@ async def test_store_records_the_fields_it_created(client: AsyncTestClient, wall
 async def test_dedup_merge_records_what_changed_on_the_existing_memory(
     client: AsyncTestClient, wallet
 ) -> None:
-    first = await store_memory(client, wallet, "Alice is allergic to peanuts", tags=["health"])
+    first = await store_memory(client, wallet, ALLERGY, tags=["health"])
     again = await store_memory(
-        client,
-        wallet,
-        "Alice is allergic to peanuts.",
-        deduplicated=True,
-        importance=0.9,
-        tags=["food"],
+        client, wallet, ALLERGY_AGAIN, deduplicated=True, importance=0.9, tags=["food"]
     )
     assert again["deduplicated"] is True and again["id"] == first["id"]
     history = await _history(client, wallet, first["id"])
@@ -124,7 +119,7 @@ async def test_dedup_merge_records_what_changed_on_the_existing_memory(
     assert update["importance"] == {"before": 0.5, "after": 0.9}
     assert update["tags"] == {"before": ["health"], "after": ["health", "food"]}
     # the same content again changes nothing: no row
-    same = await store_memory(client, wallet, "Alice is allergic to peanuts", deduplicated=True)
+    same = await store_memory(client, wallet, ALLERGY, deduplicated=True)
     assert same["deduplicated"] is True
     assert _actions(await _history(client, wallet, first["id"])) == ["create", "update"]
 

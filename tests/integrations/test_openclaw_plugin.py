@@ -8,24 +8,9 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from app.asgi import create_app
-from app.config import Settings
-from tests.support.server import served
-
 PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "openclaw"
-
-
-@pytest.fixture(scope="module")
-def url(settings: Settings) -> Iterator[str]:
-    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
-    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
-    with served(create_app(settings)) as base:
-        yield base
 
 
 def npm_ci() -> None:
@@ -38,13 +23,13 @@ def npm_ci() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_openclaw_plugin_node_tests(url: str) -> None:
+def test_openclaw_plugin_node_tests(engram_url: str) -> None:
     npm_ci()
     node = shutil.which("node")
     assert node
     done = subprocess.run(
         [node, "--test", "--test-reporter=tap", "test/"], cwd=PLUGIN, capture_output=True,
-        text=True, timeout=300, check=False, env={**os.environ, "ENGRAM_TEST_URL": url},
+        text=True, timeout=300, check=False, env={**os.environ, "ENGRAM_TEST_URL": engram_url},
     )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output

@@ -10,7 +10,7 @@ from litestar.testing import AsyncTestClient
 
 from app.memory import service as memory_service
 from tests.support.api import auth, store_memory
-from tests.support.facts import FACTS
+from tests.support.facts import ALLERGY, ALLERGY_AGAIN, FACTS
 
 
 async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) -> None:
@@ -36,19 +36,14 @@ async def test_store_accepts_top_level_tags_and_metadata_tags(
 
 
 async def test_store_dedups_near_identical_content(client: AsyncTestClient, wallet) -> None:
-    first = await store_memory(client, wallet, "Alice is allergic to peanuts", tags=["health"])
+    first = await store_memory(client, wallet, ALLERGY, tags=["health"])
     again = await store_memory(
-        client,
-        wallet,
-        "Alice is allergic to peanuts.",
-        deduplicated=True,
-        importance=0.9,
-        tags=["food"],
+        client, wallet, ALLERGY_AGAIN, deduplicated=True, importance=0.9, tags=["food"]
     )
     assert again["deduplicated"] is True and again["id"] == first["id"]
     m = (await client.get(f"/v1/memories/{first['id']}", headers=auth(wallet))).json()
     assert m["importance"] == 0.9 and m["metadata"]["tags"] == ["health", "food"]
-    other_ns = await store_memory(client, wallet, "Alice is allergic to peanuts", namespace="work")
+    other_ns = await store_memory(client, wallet, ALLERGY, namespace="work")
     assert other_ns["deduplicated"] is False and other_ns["id"] != first["id"]
     unrelated = await store_memory(client, wallet, FACTS[3])
     assert unrelated["deduplicated"] is False

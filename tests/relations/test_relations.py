@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -19,13 +18,11 @@ from litestar.testing import AsyncTestClient
 from memoclaw import MemoClaw
 from memoclaw.errors import NotFoundError
 
-from app.asgi import create_app
-from app.config import LOCAL_EMBED_DIMS, Settings
+from app.config import LOCAL_EMBED_DIMS
 from app.db.pool import asyncpg_dsn, create_pool
 from app.relations import repository as relations_repo
 from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
-from tests.support.server import served
 
 MISSING = "00000000-0000-4000-8000-000000000000"
 
@@ -188,11 +185,11 @@ async def test_identical_relation_is_a_conflict_and_never_a_second_row(
 
 
 async def test_concurrent_identical_creates_make_one_row(
-    base_url: str, wallet, database_url
+    engram_url: str, wallet, database_url
 ) -> None:
     """Over a real server (AsyncTestClient runs requests one at a time), 20 identical creates at
     once: one 201, nineteen 409 naming it, one row."""
-    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=engram_url, timeout=60) as http:
         a, b = [(await store_memory(http, wallet, fact))["id"] for fact in FACTS[8:10]]
         body = {"target_id": b, "relation_type": "derived_from"}
         responses = await asyncio.gather(
@@ -539,16 +536,10 @@ async def test_a_related_memory_decays_slower_than_an_identical_unrelated_one(
 # ---- the official SDK ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def base_url(settings: Settings) -> Iterator[str]:
-    with served(create_app(settings)) as url:
-        yield url
-
-
-def test_the_sdk_parses_every_relation_answer(base_url: str, tmp_path: Path) -> None:
+def test_the_sdk_parses_every_relation_answer(engram_url: str, tmp_path: Path) -> None:
     account = Account.create()
     with MemoClaw(
-        private_key=account.key.hex(), base_url=base_url, max_retries=0,
+        private_key=account.key.hex(), base_url=engram_url, max_retries=0,
         config_path=tmp_path / "no-memoclaw-config.json",
     ) as sdk:  # fmt: skip
         a = sdk.store("The user's favourite tea is genmaicha").id

@@ -14,19 +14,7 @@ from memoclaw import AsyncMemoClaw, MemoClaw
 from memoclaw.errors import NotFoundError, ValidationError
 from memoclaw.types import StoreInput, UpdateInput
 
-from app.asgi import create_app
-from app.config import Settings
 from tests.support.sdk import sdk_kwargs
-from tests.support.server import served
-
-STARTUP_TIMEOUT_S = 60
-
-
-@pytest.fixture(scope="module")
-def base_url(settings: Settings) -> Iterator[str]:
-    """Engram served by uvicorn in a thread, with its own app instance and pool."""
-    with served(create_app(settings)) as url:
-        yield url
 
 
 @pytest.fixture
@@ -35,17 +23,17 @@ def account() -> LocalAccount:
 
 
 @pytest.fixture
-def sdk(base_url: str, account: LocalAccount, tmp_path: Path) -> Iterator[MemoClaw]:
-    with MemoClaw(private_key=account.key.hex(), **sdk_kwargs(base_url, tmp_path)) as client:
+def sdk(engram_url: str, account: LocalAccount, tmp_path: Path) -> Iterator[MemoClaw]:
+    with MemoClaw(private_key=account.key.hex(), **sdk_kwargs(engram_url, tmp_path)) as client:
         yield client
 
 
 @pytest.fixture
 async def async_sdk(
-    base_url: str, account: LocalAccount, tmp_path: Path
+    engram_url: str, account: LocalAccount, tmp_path: Path
 ) -> AsyncIterator[AsyncMemoClaw]:
     async with AsyncMemoClaw(
-        private_key=account.key.hex(), **sdk_kwargs(base_url, tmp_path)
+        private_key=account.key.hex(), **sdk_kwargs(engram_url, tmp_path)
     ) as client:
         yield client
 
@@ -236,7 +224,7 @@ def test_search_stats_namespaces_status_ping(sdk: MemoClaw, account: LocalAccoun
     assert ping.ok is True and ping.auth == "signed" and ping.free_tier_remaining == 97
 
 
-def test_errors_parse_into_sdk_types(sdk: MemoClaw, base_url: str, tmp_path: Path) -> None:
+def test_errors_parse_into_sdk_types(sdk: MemoClaw, engram_url: str, tmp_path: Path) -> None:
     # Too many metadata keys passes the SDK's own checks, so the server's 422 must parse.
     with pytest.raises(ValidationError) as raised:
         sdk.store("too much metadata", metadata={f"k{i}": i for i in range(21)})
@@ -245,7 +233,7 @@ def test_errors_parse_into_sdk_types(sdk: MemoClaw, base_url: str, tmp_path: Pat
     # Another wallet's memory is indistinguishable from a missing one.
     memory_id = sdk.store("a private note").id
     stranger = Account.create().key.hex()
-    with MemoClaw(private_key=stranger, **sdk_kwargs(base_url, tmp_path)) as other:
+    with MemoClaw(private_key=stranger, **sdk_kwargs(engram_url, tmp_path)) as other:
         with pytest.raises(NotFoundError):
             other.get(memory_id)
         with pytest.raises(NotFoundError):

@@ -69,6 +69,13 @@ ORDINARY = "The office coffee machine was replaced with an espresso model"
 PINNED_OLD = "Observed that the CI cache is shared between branches"
 
 
+def _nothing_suggested(**categories: int) -> dict[str, Any]:
+    """GET /v1/suggested's whole answer when nothing is suggested; `categories`: the counts that
+    are not 0 (a category filter still counts every category)."""
+    counts = {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0, **categories}
+    return {"suggested": [], "suggestions": [], "categories": counts, "total": 0}
+
+
 async def _four_categories(client: AsyncTestClient, database_url: str, account) -> list[str]:
     ids = await store_batch(
         client,
@@ -160,19 +167,9 @@ async def test_suggested_filters_and_limit(client: AsyncTestClient, wallet, data
         body = (await client.get(f"/v1/suggested?{query}", headers=h)).json()
         assert [i["content"] for i in body["suggested"]] == [HOT], query
     body = (await client.get("/v1/suggested?namespace=team&category=stale", headers=h)).json()
-    assert body == {
-        "suggested": [],
-        "suggestions": [],
-        "categories": {"stale": 0, "fresh": 1, "hot": 0, "decaying": 0},
-        "total": 0,
-    }
+    assert body == _nothing_suggested(fresh=1)
     body = (await client.get("/v1/suggested?namespace=nowhere", headers=h)).json()
-    assert body == {
-        "suggested": [],
-        "suggestions": [],
-        "categories": {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0},
-        "total": 0,
-    }
+    assert body == _nothing_suggested()
 
 
 async def test_suggested_leaves_out_deleted_and_expired(
@@ -285,12 +282,7 @@ async def test_suggested_is_per_wallet_and_free(
 ) -> None:
     await _four_categories(client, database_url, wallet)
     r = await client.get("/v1/suggested", headers=auth(other_wallet))
-    assert r.json() == {
-        "suggested": [],
-        "suggestions": [],
-        "categories": {"stale": 0, "fresh": 0, "hot": 0, "decaying": 0},
-        "total": 0,
-    }
+    assert r.json() == _nothing_suggested()
     assert r.headers["x-free-tier-remaining"] == "100"
     r = await client.get("/v1/suggested", headers=auth(wallet))
     assert r.headers["x-free-tier-remaining"] == "99"  # the batch store, not this call

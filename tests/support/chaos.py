@@ -22,7 +22,7 @@ from eth_account.signers.local import LocalAccount
 
 from app.auth.signature import sign_header
 from app.payments.devchain import DevChain
-from tests.support.outage import wait_healthy
+from tests.support.server import wait_healthy
 from tests.support.x402 import offer_of, sign_proof
 
 PRICE_ATOMIC = 5000  # $0.005, the store price

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from x402 import x402FacilitatorSync
@@ -15,7 +14,7 @@ from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmSchemeC
 from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequirements
 
-from tests.support.openai_wire import JsonHandler
+from tests.support.wire import JsonHandler, LocalServer
 
 
 class _Handler(JsonHandler):
@@ -44,9 +43,9 @@ class _Handler(JsonHandler):
         self._reply(200, result.model_dump(by_alias=True, exclude_none=True))
 
 
-class LocalFacilitatorServer(ThreadingHTTPServer):
+class LocalFacilitatorServer(LocalServer):
     def __init__(self, relayer_key: str, rpc_url: str, network: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         signer = FacilitatorWeb3Signer(private_key=relayer_key, rpc_url=rpc_url)
         self.facilitator = x402FacilitatorSync()
         config = ExactEvmSchemeConfig(simulate_in_settle=True)
@@ -56,7 +55,6 @@ class LocalFacilitatorServer(ThreadingHTTPServer):
         self.arrived = {path: threading.Event() for path in self.gates}
         for gate in self.gates.values():
             gate.set()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def held(self, path: str) -> threading.Event:
         """Hold requests to `path` until the returned event is set."""
@@ -66,15 +64,3 @@ class LocalFacilitatorServer(ThreadingHTTPServer):
     def wait_for(self, path: str, seconds: float = 30) -> bool:
         """Block until a request to `path` has arrived (a held one waits at the gate)."""
         return self.arrived[path].wait(seconds)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def __enter__(self) -> LocalFacilitatorServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self.server_close()

@@ -1,4 +1,5 @@
-"""Distinct, realistic memory texts: unrelated enough that store's dedup never merges them."""
+"""Realistic memory texts: FACTS, unrelated enough that store's dedup never merges them, and
+a near-duplicate pair that it does merge."""
 
 FACTS = [
     "The user prefers dark mode in every code editor",
@@ -32,3 +33,7 @@ FACTS = [
     "The piano lesson moved to Wednesday at five",
     "Sales tax in the region is eight and a quarter percent",
 ]
+
+# The same words and a full stop: above store's dedup similarity with the local embedder.
+ALLERGY = "Alice is allergic to peanuts"
+ALLERGY_AGAIN = "Alice is allergic to peanuts."

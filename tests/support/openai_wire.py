@@ -17,10 +17,11 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+
+from tests.support.wire import JsonHandler, LocalServer
 
 
 def bag_of_words_vector(text: str, dims: int) -> list[float]:
@@ -30,25 +31,6 @@ def bag_of_words_vector(text: str, dims: int) -> list[float]:
         vector[int.from_bytes(digest[:4], "big") % dims] += 1.0
     norm = np.linalg.norm(vector)
     return (vector / norm if norm else np.full(dims, dims**-0.5)).tolist()
-
-
-class JsonHandler(BaseHTTPRequestHandler):
-    """Replies JSON and keeps pytest output clean."""
-
-    def _reply(
-        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
 
 
 def _words(text: str) -> int:
@@ -178,17 +160,16 @@ class _Handler(JsonHandler):
         )
 
 
-class OpenAICompatibleServer(ThreadingHTTPServer):
+class OpenAICompatibleServer(LocalServer):
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.requests: list[dict[str, Any]] = []
         self._canned: deque[CannedReply] = deque()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"{self.url}/v1"
 
     @property
     def chat_requests(self) -> list[dict[str, Any]]:
@@ -207,11 +188,3 @@ class OpenAICompatibleServer(ThreadingHTTPServer):
     def next_canned(self) -> CannedReply:
         with self._lock:
             return self._canned.popleft() if self._canned else CannedReply()
-
-    def __enter__(self) -> OpenAICompatibleServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self.server_close()

@@ -78,19 +78,12 @@ def start_serve(
         ["serve", "--port", str(port), *extra], engram_env(data_dir, **env), log, engram
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"engram serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"no /health in {STARTUP_TIMEOUT_S} s:\n{log.read_text()}")
-        time.sleep(0.1)
+    try:
+        wait_healthy(url, STARTUP_TIMEOUT_S, running=lambda: proc.poll() is None)
+    except AssertionError as exc:
+        proc.kill()
+        pytest.fail(f"engram serve: {exc} (exit code {proc.wait()}):\n{log.read_text()}")
+    return proc, url
 
 
 def wait_exit(proc: subprocess.Popen[bytes], timeout: float, failure: Callable[[], str]) -> int:
@@ -140,19 +133,25 @@ def served(app: Litestar, startup_timeout: float = 60) -> Iterator[str]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + startup_timeout
-    while True:
-        assert thread.is_alive(), "uvicorn exited while starting (see the log above)"
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"no /health in {startup_timeout} s"
-        time.sleep(0.05)
+    wait_healthy(url, startup_timeout, running=thread.is_alive)
     try:
         yield url
     finally:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def wait_healthy(url: str, timeout: float = 60, running: Callable[[], bool] = lambda: True) -> None:
+    """Until GET /health answers 200 (a start, or a recovery); fails past `timeout`, or at once
+    when `running` says the server is gone (its log says why)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert running(), f"the server at {url} exited (see its log)"
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"no /health from {url} in {timeout} s"
+        time.sleep(0.1)
