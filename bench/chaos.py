@@ -1,4 +1,4 @@
-"""Chaos, long form of tests/test_chaos.py: `engram serve` on its own PostgreSQL and Redis
+"""Chaos, long form of tests/cli/test_chaos.py: `engram serve` on its own PostgreSQL and Redis
 (private ports), a load of paid stores (x402, settled on a local anvil chain) and free imports,
 while PostgreSQL and then Redis are stopped and brought back, `--cycles` times. Prints what every
 phase answered and what was kept (acknowledged writes lost, payments settled on chain without a
@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.dev.chain import DevChain
 from tests.support.chaos import ChaosRun
-from tests.support.outage import PrivatePostgres, PrivateRedis, wait_healthy
-from tests.support.server import engram_env, free_port, run_engram
+from tests.support.outage import PrivatePostgres, PrivateRedis
+from tests.support.server import engram_env, free_port, run_engram, wait_healthy
 
 RESULTS = Path(__file__).parent / "results" / "chaos.json"
 

@@ -269,7 +269,7 @@ async def main() -> None:
     dsn = server.start()
     try:
         await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
-        from tests.conftest import served
+        from tests.support.server import served
         from tests.support.settings import changed
 
         base = Settings(

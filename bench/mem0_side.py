@@ -75,7 +75,7 @@ from app.config import (  # noqa: E402
 )
 from app.db.embedded import EmbeddedPostgres  # noqa: E402
 from app.db.schema import upgrade_to_head  # noqa: E402
-from tests.openai_wire import JsonHandler  # noqa: E402
+from tests.support.wire import JsonHandler  # noqa: E402
 
 MEM0_VERSION = "2.2.1"
 MEM0_VENV = BENCH / ".venv-mem0"
@@ -351,7 +351,7 @@ def engram_embedder(settings: Settings) -> Embedder:
 
 @contextmanager
 def engram_served(settings: Settings) -> Iterator[str]:
-    from tests.conftest import served
+    from tests.support.server import served
 
     with served(create_app(settings)) as url:
         yield url

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.facts import FACTS
+from tests.support.facts import FACTS
 from tests.support.memoclaw_clients import CliClient, assert_no_nulls
 
 COFFEE = [

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.conftest import count_memories
-from tests.facts import FACTS
+from tests.support.db import count_memories
+from tests.support.facts import FACTS
 from tests.support.memoclaw_clients import (
     UNDEFINED,
     McpClient,

@@ -20,7 +20,7 @@ from eth_account.messages import encode_defunct
 
 from app.asgi import create_app
 from app.config import DatabaseSettings, Settings
-from tests.facts import FACTS
+from tests.support.facts import FACTS
 from tests.support.memoclaw_clients import CliClient
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}

@@ -7,18 +7,16 @@ import importlib.util
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import httpx
 import pytest
-from eth_account import Account
 from eth_account.signers.local import LocalAccount
-from litestar import Litestar
+from litestar.testing import AsyncTestClient
 
-from tests.conftest import auth, served
+from tests.support.api import auth, store_memory
 from tests.support.recording import recording_server
 
 PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "claude-code"
@@ -37,17 +35,17 @@ def load_script() -> ModuleType:
 HOOK = load_script()
 
 
-@pytest.fixture(scope="module")
-def url(app: Litestar) -> Iterator[str]:
-    with served(app) as base:
-        yield base
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     path = tmp_path / "my-project"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def ns(project: Path) -> str:
+    """The namespace the hooks use for `project`."""
+    return str(HOOK.namespace_for(str(project)))
 
 
 def run_hook(command: str, event: dict[str, Any], url: str, wallet: LocalAccount,
@@ -74,13 +72,6 @@ def additional_context(stdout: str, event: str) -> str:
     out = json.loads(stdout)
     assert out["hookSpecificOutput"]["hookEventName"] == event
     return str(out["hookSpecificOutput"]["additionalContext"])
-
-
-def store(url: str, wallet: LocalAccount, namespace: str, content: str, **extra: Any) -> str:
-    r = httpx.post(f"{url}/v1/store", headers=auth(wallet),
-                   json={"content": content, "namespace": namespace, **extra}, timeout=60)  # fmt: skip
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
 
 
 def contents(url: str, wallet: LocalAccount, namespace: str) -> list[str]:
@@ -112,40 +103,43 @@ def test_namespace_is_per_project_directory(tmp_path: Path) -> None:
     assert HOOK.namespace_for(str(a)).startswith("cc-app-")
 
 
-def test_session_start_loads_core_memories(url: str, project: Path) -> None:
-    wallet = Account.create()
-    ns = HOOK.namespace_for(str(project))
-    store(url, wallet, ns, "Releases of this project are cut from the main branch", pinned=True)
+async def test_session_start_loads_core_memories(
+    client: AsyncTestClient, engram_url: str, project: Path, ns: str, wallet: LocalAccount
+) -> None:
+    core = "Releases of this project are cut from the main branch"
+    await store_memory(client, wallet, core, namespace=ns, pinned=True)
     out = run_hook("session-start", hook_input("SessionStart", project, source="startup"),
-                   url, wallet)  # fmt: skip
+                   engram_url, wallet)  # fmt: skip
     context = additional_context(out, "SessionStart")
     assert "cut from the main branch" in context and context.startswith("<engram-context>")
     # another project directory has no core memories: nothing is printed
     other = project.parent / "elsewhere"
     other.mkdir()
-    assert run_hook("session-start", hook_input("SessionStart", other), url, wallet) == ""
+    assert run_hook("session-start", hook_input("SessionStart", other), engram_url, wallet) == ""
 
 
-def test_prompt_hook_injects_only_relevant_memories(url: str, project: Path) -> None:
-    wallet = Account.create()
-    ns = HOOK.namespace_for(str(project))
-    store(url, wallet, ns, COFFEE)
-    store(url, wallet, ns, "The staging cluster is called kestrel")
+async def test_prompt_hook_injects_only_relevant_memories(
+    client: AsyncTestClient, engram_url: str, project: Path, ns: str, wallet: LocalAccount
+) -> None:
+    await store_memory(client, wallet, COFFEE, namespace=ns)
+    await store_memory(client, wallet, "The staging cluster is called kestrel", namespace=ns)
     relevant = run_hook("prompt", hook_input("UserPromptSubmit", project,
-                        prompt="What coffee should I order for the user's morning?"), url, wallet)  # fmt: skip
+                        prompt="What coffee should I order for the user's morning?"), engram_url, wallet)  # fmt: skip
     context = additional_context(relevant, "UserPromptSubmit")
     assert "dark roast coffee" in context
     assert "kestrel" not in context  # below the relevance floor
     unrelated = run_hook("prompt", hook_input("UserPromptSubmit", project,
-                         prompt="How do I rotate TLS certificates on nginx?"), url, wallet)  # fmt: skip
+                         prompt="How do I rotate TLS certificates on nginx?"), engram_url, wallet)  # fmt: skip
     assert unrelated == ""
-    short = run_hook("prompt", hook_input("UserPromptSubmit", project, prompt="ok"), url, wallet)
+    short = run_hook(
+        "prompt", hook_input("UserPromptSubmit", project, prompt="ok"), engram_url, wallet
+    )
     assert short == ""
 
 
-def test_stop_hook_stores_the_turns_new_fact(url: str, project: Path) -> None:
-    wallet = Account.create()
-    ns = HOOK.namespace_for(str(project))
+def test_stop_hook_stores_the_turns_new_fact(
+    engram_url: str, project: Path, ns: str, wallet: LocalAccount
+) -> None:
     write_transcript(
         project,
         user("Earlier question about something else entirely, long enough to count."),
@@ -153,22 +147,20 @@ def test_stop_hook_stores_the_turns_new_fact(url: str, project: Path) -> None:
         user("Our staging database runs PostgreSQL 16 in the Frankfurt region."),
         assistant("Noted: staging is PostgreSQL 16 in Frankfurt."),
     )
-    out = run_hook("stop", hook_input("Stop", project, stop_hook_active=False), url, wallet)
+    out = run_hook("stop", hook_input("Stop", project, stop_hook_active=False), engram_url, wallet)
     assert out == ""
-    stored = contents(url, wallet, ns)
+    stored = contents(engram_url, wallet, ns)
     assert any("Frankfurt" in c for c in stored), stored
     assert not any("Earlier question" in c for c in stored), stored  # only the finished turn
 
 
-def test_a_turn_with_the_injected_block_does_not_store_those_memories_again(
-    url: str, project: Path
+async def test_a_turn_with_the_injected_block_does_not_store_those_memories_again(
+    client: AsyncTestClient, engram_url: str, project: Path, ns: str, wallet: LocalAccount
 ) -> None:
-    wallet = Account.create()
-    ns = HOOK.namespace_for(str(project))
-    store(url, wallet, ns, COFFEE)
+    await store_memory(client, wallet, COFFEE, namespace=ns)
     prompt = "What coffee should I order? Also, I moved to Lisbon last month."
     injected = additional_context(run_hook(
-        "prompt", hook_input("UserPromptSubmit", project, prompt=prompt), url, wallet),
+        "prompt", hook_input("UserPromptSubmit", project, prompt=prompt), engram_url, wallet),
         "UserPromptSubmit")  # fmt: skip
     assert "dark roast" in injected
     # The transcript carries the injected block inside the turn (as context the model saw).
@@ -178,8 +170,8 @@ def test_a_turn_with_the_injected_block_does_not_store_those_memories_again(
         assistant("You like dark roast coffee, brewed in a French press. Lisbon, noted."),
     )
     run_hook("stop", hook_input("Stop", project, stop_hook_active=False,
-                                last_assistant_message="Lisbon, noted."), url, wallet)  # fmt: skip
-    stored = contents(url, wallet, ns)
+                                last_assistant_message="Lisbon, noted."), engram_url, wallet)  # fmt: skip
+    stored = contents(engram_url, wallet, ns)
     assert sum("dark roast" in c for c in stored) == 1, stored  # the original only
     assert any("Lisbon" in c for c in stored), stored
     # and the hook itself strips the block before anything leaves the machine

@@ -8,21 +8,9 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from litestar import Litestar
-
-from tests.conftest import served
-
 PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "openclaw"
-
-
-@pytest.fixture(scope="module")
-def url(app: Litestar) -> Iterator[str]:
-    with served(app) as base:
-        yield base
 
 
 def npm_ci() -> None:
@@ -35,13 +23,13 @@ def npm_ci() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_openclaw_plugin_node_tests(url: str) -> None:
+def test_openclaw_plugin_node_tests(engram_url: str) -> None:
     npm_ci()
     node = shutil.which("node")
     assert node
     done = subprocess.run(
         [node, "--test", "--test-reporter=tap", "test/"], cwd=PLUGIN, capture_output=True,
-        text=True, timeout=300, check=False, env={**os.environ, "ENGRAM_TEST_URL": url},
+        text=True, timeout=300, check=False, env={**os.environ, "ENGRAM_TEST_URL": engram_url},
     )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output

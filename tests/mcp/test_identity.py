@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from eth_account import Account
 
-from app.asgi import create_app
-from app.config import Settings
-from tests.conftest import auth, count_memories, served
+from tests.support.api import auth
+from tests.support.db import count_memories
 from tests.support.mcp import BearerAuth, WalletAuth, http_session, stdio_session
 from tests.support.server import ENGRAM, engram_env
 
@@ -25,14 +23,6 @@ INITIALIZE = {
                "clientInfo": {"name": "t", "version": "1"}},
 }  # fmt: skip
 MCP_HEADERS = {"accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture(scope="module")
-def url(settings: Settings) -> Iterator[str]:
-    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
-    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
-    with served(create_app(settings)) as base:
-        yield base
 
 
 def error_of(result: object) -> dict[str, object]:
@@ -45,14 +35,18 @@ def error_of(result: object) -> dict[str, object]:
     [{}, {"x-wallet-auth": "0xabc:1:0xdef"}, {"authorization": "Bearer not-a-token"}],
     ids=["none", "bad-signature", "bad-token"],
 )
-def test_mcp_endpoint_refuses_unauthenticated_requests(url: str, headers: dict[str, str]) -> None:
-    r = httpx.post(f"{url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+def test_mcp_endpoint_refuses_unauthenticated_requests(
+    engram_url: str, headers: dict[str, str]
+) -> None:
+    r = httpx.post(f"{engram_url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
     assert r.status_code == 401, r.text
     assert r.json()["error"]["code"] == "UNAUTHORIZED"
 
 
-def test_signed_initialize_is_answered(url: str) -> None:
-    r = httpx.post(f"{url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **auth(Account.create())})
+def test_signed_initialize_is_answered(engram_url: str) -> None:
+    r = httpx.post(
+        f"{engram_url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **auth(Account.create())}
+    )
     assert r.status_code == 200, r.text
     assert r.json()["result"]["serverInfo"]["name"] == "engram"
     assert "memoclaw_recall" in r.json()["result"]["instructions"]
@@ -67,27 +61,27 @@ def cli_session_token(url: str, key: str, data_dir: Path) -> str:
     return done.stdout.strip()
 
 
-async def test_bearer_session_token_identifies_the_wallet(url: str, tmp_path: Path) -> None:
+async def test_bearer_session_token_identifies_the_wallet(engram_url: str, tmp_path: Path) -> None:
     """The README's recipe: `engram wallet session` (key from the env) gives the bearer token."""
     wallet = Account.create()
-    token = cli_session_token(url, wallet.key.hex(), tmp_path)
-    async with http_session(url, BearerAuth(token)) as session:
+    token = cli_session_token(engram_url, wallet.key.hex(), tmp_path)
+    async with http_session(engram_url, BearerAuth(token)) as session:
         status = await session.call_tool("memoclaw_status", {})
         assert status.structuredContent is not None
         assert status.structuredContent["wallet"] == wallet.address.lower()
 
 
 async def test_a_tool_call_never_touches_another_wallets_memory(
-    url: str, database_url: str
+    engram_url: str, database_url: str
 ) -> None:
     owner, intruder = Account.create(), Account.create()
-    async with http_session(url, WalletAuth(owner.key.hex())) as session:
+    async with http_session(engram_url, WalletAuth(owner.key.hex())) as session:
         stored = await session.call_tool(
             "memoclaw_store", {"content": "The vault code is kept in the blue notebook"}
         )
         assert stored.structuredContent is not None
         memory_id = stored.structuredContent["id"]
-    async with http_session(url, WalletAuth(intruder.key.hex())) as other:
+    async with http_session(engram_url, WalletAuth(intruder.key.hex())) as other:
         for name, args in [
             ("memoclaw_get", {"id": memory_id}),
             ("memoclaw_update", {"id": memory_id, "content": "overwritten"}),
@@ -105,16 +99,18 @@ async def test_a_tool_call_never_touches_another_wallets_memory(
         )
         listed = await other.call_tool("memoclaw_list", {})
         assert listed.structuredContent is not None and listed.structuredContent["total"] == 0
-    async with http_session(url, WalletAuth(owner.key.hex())) as session:
+    async with http_session(engram_url, WalletAuth(owner.key.hex())) as session:
         kept = await session.call_tool("memoclaw_get", {"id": memory_id})
         assert kept.structuredContent is not None
         assert kept.structuredContent["memory"]["content"].startswith("The vault code")
     assert await count_memories(database_url, intruder.address) == 0
 
 
-async def test_bad_arguments_are_refused_and_leave_no_trace(url: str, database_url: str) -> None:
+async def test_bad_arguments_are_refused_and_leave_no_trace(
+    engram_url: str, database_url: str
+) -> None:
     wallet = Account.create()
-    async with http_session(url, WalletAuth(wallet.key.hex())) as session:
+    async with http_session(engram_url, WalletAuth(wallet.key.hex())) as session:
         # refused by the tool's input schema
         error = error_of(
             await session.call_tool("memoclaw_store", {"content": "x", "importance": 7})

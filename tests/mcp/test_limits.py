@@ -8,8 +8,8 @@ import json
 
 from eth_account import Account
 
-from tests.conftest import served
 from tests.support.mcp import WalletAuth, http_session
+from tests.support.server import served
 
 LIMIT = 3
 

@@ -21,7 +21,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas import PaymentPayload, SettleResponse
 
 from app.dev.mode import DEMO_WALLET_KEY, DEV_FREE_TIER_CALLS
-from tests.conftest import auth
+from tests.support.api import auth
 from tests.support.mcp import WalletAuth, http_session, stdio_session
 from tests.support.server import start_serve, stop_serve
 

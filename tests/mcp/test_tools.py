@@ -5,28 +5,15 @@ structured result against the tool's declared output schema (it raises otherwise
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from eth_account import Account
 from mcp import ClientSession
 from mcp.types import CallToolResult, TextResourceContents
 
-from app.asgi import create_app
-from app.config import Settings
 from app.mcp.tools import TOOLS
-from tests.conftest import served
 from tests.support.mcp import WalletAuth, http_session, stdio_session
-
-
-@pytest.fixture(scope="module")
-def url(settings: Settings) -> Iterator[str]:
-    # an app of its own: serving the session's shared `app` with uvicorn would run its lifespan
-    # again and close the pool the in-process `client` keeps using ("pool is closed" later)
-    with served(create_app(settings)) as base:
-        yield base
 
 
 async def call(session: ClientSession, name: str, **args: Any) -> dict[str, Any]:
@@ -122,22 +109,22 @@ async def exercise_every_tool(session: ClientSession, wallet: str) -> None:
     assert [m["id"] for m in json.loads(core_read.text)["memories"]] == [a]
 
 
-async def test_every_tool_over_streamable_http(url: str) -> None:
+async def test_every_tool_over_streamable_http(engram_url: str) -> None:
     wallet = Account.create()
-    async with http_session(url, WalletAuth(wallet.key.hex())) as session:
+    async with http_session(engram_url, WalletAuth(wallet.key.hex())) as session:
         await exercise_every_tool(session, wallet.address)
 
 
-async def test_every_tool_over_stdio(url: str, tmp_path: Path) -> None:
+async def test_every_tool_over_stdio(engram_url: str, tmp_path: Path) -> None:
     wallet = Account.create()
-    async with stdio_session(url, tmp_path, ENGRAM_PRIVATE_KEY=wallet.key.hex()) as session:
+    async with stdio_session(engram_url, tmp_path, ENGRAM_PRIVATE_KEY=wallet.key.hex()) as session:
         await exercise_every_tool(session, wallet.address)
 
 
-async def test_an_empty_wallet_gets_answers_within_the_schemas(url: str) -> None:
+async def test_an_empty_wallet_gets_answers_within_the_schemas(engram_url: str) -> None:
     """Empty results (no memories yet, nothing extracted) still validate: no nulls, no gaps."""
     wallet = Account.create()
-    async with http_session(url, WalletAuth(wallet.key.hex())) as session:
+    async with http_session(engram_url, WalletAuth(wallet.key.hex())) as session:
         assert (await call(session, "memoclaw_recall", query="anything at all"))["memories"] == []
         assert (await call(session, "memoclaw_search", query="anything"))["memories"] == []
         assert (await call(session, "memoclaw_list"))["total"] == 0

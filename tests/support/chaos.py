@@ -1,4 +1,4 @@
-"""The chaos scenario's load and its bookkeeping, shared by tests/test_chaos.py (short) and
+"""The chaos scenario's load and its bookkeeping, shared by tests/cli/test_chaos.py (short) and
 bench/chaos.py (long): workers sending paid stores (a fresh x402 proof each, settled on a local
 chain) and free one-item imports, phase by phase, every answer recorded; then a check of the
 database and the chain that nothing acknowledged or paid was lost."""
@@ -22,8 +22,8 @@ from eth_account.signers.local import LocalAccount
 
 from app.auth.signature import sign_header
 from app.dev.chain import DevChain
-from tests.support.outage import wait_healthy
-from tests.x402_support import offer_of, sign_proof
+from tests.support.server import wait_healthy
+from tests.support.x402 import offer_of, sign_proof
 
 PRICE_ATOMIC = 5000  # $0.005, the store price
 PAYER_FUNDS = 10**12

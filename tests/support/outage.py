@@ -8,7 +8,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import redis
 
 from app.config import LOCAL_EMBED_DIMS
@@ -72,16 +71,3 @@ class PrivatePostgres:
 
     def stop(self) -> None:
         self.server.stop()
-
-
-def wait_healthy(url: str, timeout: float = 60) -> None:
-    """Until /health answers 200 (recovery); fails the test past `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"{url} did not recover in {timeout} s"
-        time.sleep(0.2)

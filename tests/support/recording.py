@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.wire import LocalServer
 
 
 @dataclass
@@ -50,12 +51,6 @@ def recording_server(answer: Any = None) -> Iterator[Recorder]:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    recorder.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with LocalServer(Handler) as server:
+        recorder.url = server.url
         yield recorder
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -1,5 +1,7 @@
-"""A real `engram serve` process for tests: started on a free port, waited for, stopped with
-SIGTERM and checked to have shut down cleanly (API first, then its embedded PostgreSQL)."""
+"""Engram over real HTTP for tests. `served`: an app object under uvicorn in a thread of the
+test process. `start_serve`/`serving`: a real `engram serve` process, started on a free port,
+waited for, stopped with SIGTERM and checked to have shut down cleanly (API first, then its
+embedded PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +19,8 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import uvicorn
+from litestar import Litestar
 
 ENGRAM = Path(sys.executable).with_name("engram")  # the console script users run
 # The first start runs initdb and the migrations; the embedder loads on the first store.
@@ -73,19 +78,12 @@ def start_serve(
         ["serve", "--port", str(port), *extra], engram_env(data_dir, **env), log, engram
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"engram serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"no /health in {STARTUP_TIMEOUT_S} s:\n{log.read_text()}")
-        time.sleep(0.1)
+    try:
+        wait_healthy(url, STARTUP_TIMEOUT_S, running=lambda: proc.poll() is None)
+    except AssertionError as exc:
+        proc.kill()
+        pytest.fail(f"engram serve: {exc} (exit code {proc.wait()}):\n{log.read_text()}")
+    return proc, url
 
 
 def wait_exit(proc: subprocess.Popen[bytes], timeout: float, failure: Callable[[], str]) -> int:
@@ -121,3 +119,39 @@ def serving(data_dir: Path, **env: str) -> Iterator[tuple[str, Path]]:
         yield url, log
     finally:
         stop_serve(proc, data_dir, log)
+
+
+@contextlib.contextmanager
+def served(app: Litestar, startup_timeout: float = 60) -> Iterator[str]:
+    """Serve `app` with uvicorn in a thread (its lifespan and pool live in that thread's loop),
+    for clients that need a real HTTP server; yields the base URL."""
+    # Bind the socket first and hand it to uvicorn: no one can take the port in between.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, startup_timeout, running=thread.is_alive)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def wait_healthy(url: str, timeout: float = 60, running: Callable[[], bool] = lambda: True) -> None:
+    """Until GET /health answers 200 (a start, or a recovery); fails past `timeout`, or at once
+    when `running` says the server is gone (its log says why)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert running(), f"the server at {url} exited (see its log)"
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"no /health from {url} in {timeout} s"
+        time.sleep(0.1)
