@@ -301,18 +301,14 @@ def test_namespaces_and_tags_are_one_name_whatever_the_unicode_form(server: str)
 
 # The dependencies every handler may share a batch with the transaction: they hand out services
 # built at startup and cannot fail (app/asgi.py `_from_state`).
-INFALLIBLE_DEPENDENCIES = {
-    "memory_service", "free_tier", "ingest", "consolidation", "contexts", "relation_service",
-    "transfers", "suggestions", "core_memories", "tag_index", "sessions", "wallet_verifier",
-    "siwx",
-}  # fmt: skip
-
-
 def test_no_dependency_that_can_fail_runs_beside_the_transaction() -> None:
     """Litestar resolves a batch of dependencies in one anyio task group: one failing (a 422)
     cancels the transaction beside it half-way. Every dependency that checks input must come in
     an earlier batch."""
     app = create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
+    # the services create_app builds once and hands out by name cannot fail
+    infallible = set(app.state.dict())
+    assert {"memory_service", "relations_service", "free_tier"} <= infallible
     checked = 0
     for route in app.routes:
         for method, (_, kwargs_model) in getattr(route, "route_handler_map", {}).items():
@@ -320,7 +316,7 @@ def test_no_dependency_that_can_fail_runs_beside_the_transaction() -> None:
                 keys = {d.key for d in batch}
                 if "conn" in keys:
                     checked += 1
-                    assert keys - {"conn"} <= INFALLIBLE_DEPENDENCIES, (method, route.path, keys)
+                    assert keys - {"conn"} <= infallible, (method, route.path, keys)
     assert checked >= 40  # the walk saw the API's handlers
 
 
