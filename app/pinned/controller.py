@@ -4,8 +4,6 @@ win over /v1/memories/{id} in Litestar's router, whatever the registration order
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
@@ -14,8 +12,8 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.kit.schemas import nfc_names
 from app.memory.repository import MemoryFilter
-from app.memory.schemas import memory_to_wire
-from app.pinned.schemas import PinIn
+from app.memory.schemas import MemoryPage, memory_to_wire
+from app.pinned.schemas import PinIn, Pinned, Unpinned
 from app.pinned.service import PinnedService, pinned_id
 
 BASES = ("/memories/core", "/core-memories", "/core")
@@ -37,7 +35,7 @@ class PinnedController(Controller):
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryPage:
         f = MemoryFilter(
             wallet=request.user,
             namespace=nfc_names(namespace),
@@ -45,12 +43,7 @@ class PinnedController(Controller):
             agent_id=agent_id,
         )
         rows, total = await pinned_service.list_core(conn, f, limit, offset)
-        return {
-            "memories": [memory_to_wire(r) for r in rows],
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-        }
+        return MemoryPage([memory_to_wire(r) for r in rows], total, limit, offset)
 
     @post(list(BASES), status_code=HTTP_200_OK)
     async def pin(
@@ -59,9 +52,9 @@ class PinnedController(Controller):
         conn: Conn,
         pinned_service: NamedDependency[PinnedService],
         data: JSONBody[PinIn],
-    ) -> dict[str, Any]:
+    ) -> Pinned:
         memory_id = await pinned_service.set_pinned(conn, request.user, pinned_id(data), True)
-        return {"pinned": True, "id": str(memory_id)}
+        return Pinned(True, str(memory_id))
 
     @delete([f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK)
     async def unpin(
@@ -70,6 +63,6 @@ class PinnedController(Controller):
         conn: Conn,
         pinned_service: NamedDependency[PinnedService],
         memory_id: FromPath[str],
-    ) -> dict[str, Any]:
+    ) -> Unpinned:
         unpinned = await pinned_service.set_pinned(conn, request.user, memory_id, False)
-        return {"unpinned": True, "id": str(unpinned)}
+        return Unpinned(True, str(unpinned))

@@ -6,7 +6,7 @@ The paths sit one or two segments below /v1/memories/{id}, so they never compete
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
@@ -19,7 +19,11 @@ from app.relations.schemas import (
     DEFAULT_GRAPH_LIMIT,
     MAX_GRAPH_DEPTH,
     MAX_GRAPH_LIMIT,
+    MemoryGraph,
+    Relation,
+    RelationDeleted,
     RelationIn,
+    RelationList,
     edge_to_wire,
     linked_to_wire,
     node_to_wire,
@@ -44,7 +48,7 @@ class RelationController(Controller):
         relations_service: Relations,
         memory_id: FromPath[str],
         data: JSONBody[RelationIn],
-    ) -> dict[str, Any]:
+    ) -> Relation:
         row = await relations_service.create(conn, request.user, memory_id, data)
         return relation_to_wire(row)
 
@@ -52,9 +56,9 @@ class RelationController(Controller):
     async def list_relations(
         self, request: WalletRequest, conn: Conn, relations_service: Relations,
         memory_id: FromPath[str],
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> RelationList:  # fmt: skip
         rows = await relations_service.list_for(conn, request.user, memory_id)
-        return {"relations": [linked_to_wire(r) for r in rows]}
+        return RelationList([linked_to_wire(r) for r in rows])
 
     @delete("/{memory_id:str}/relations/{relation_id:str}", status_code=HTTP_200_OK)
     async def delete_relation(
@@ -64,9 +68,9 @@ class RelationController(Controller):
         relations_service: Relations,
         memory_id: FromPath[str],
         relation_id: FromPath[str],
-    ) -> dict[str, Any]:
+    ) -> RelationDeleted:
         deleted = await relations_service.delete(conn, request.user, memory_id, relation_id)
-        return {"deleted": True, "id": str(deleted)}
+        return RelationDeleted(True, str(deleted))
 
     @get("/{memory_id:str}/graph")
     async def graph(
@@ -78,15 +82,10 @@ class RelationController(Controller):
         depth: GraphDepth = DEFAULT_GRAPH_DEPTH,
         limit: GraphLimit = DEFAULT_GRAPH_LIMIT,
         relation_types: FromQuery[list[str] | None] = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryGraph:
         """`depth` in the answer is the depth asked for; each node carries its own."""
         graph = await relations_service.graph(
             conn, request.user, memory_id, depth, limit, relation_types
         )
         nodes = [node_to_wire(n) for n in graph.nodes]
-        return {
-            "root": nodes[0],
-            "nodes": nodes,
-            "edges": [edge_to_wire(e) for e in graph.edges],
-            "depth": depth,
-        }
+        return MemoryGraph(nodes[0], nodes, [edge_to_wire(e) for e in graph.edges], depth)

@@ -28,7 +28,7 @@ effective_importance, type_decay (pinned: 1), the half-lives, the relation stret
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import asyncpg
 
@@ -71,12 +71,3 @@ class SuggestedService:
         counts: dict[str, int] = {name: found.get(name, 0) for name in CATEGORIES}
         total = counts[f.category] if f.category else sum(counts.values())
         return rows, counts, total
-
-
-def suggestion_to_wire(row: Any) -> dict[str, Any]:
-    """The suggestion fields MemoClaw's SDK parses, beside the memory's own."""
-    return {
-        "relation_count": int(row["relation_count"]),
-        "category": row["category"],
-        "review_score": round(min(max(float(row["review_score"]), 0.0), 1.0), 6),
-    }

@@ -139,7 +139,9 @@ class TextDocument(ExportDocument):
         return head + _json_string_body(self.head())
 
     def rows(self, rows: Sequence[Any]) -> bytes:
-        return _json_string_body(self.render([memory_to_wire(r) for r in rows]))
+        return _json_string_body(
+            self.render([msgspec.to_builtins(memory_to_wire(r)) for r in rows])
+        )
 
     def end(self, count: int) -> bytes:
         return b'"],"count":' + str(count).encode() + b"}"
