@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from msgspec import Struct
 
-from app.history.service import Action
 from app.memory.schemas import Memory
+
+# What a history entry records (app/history/service.py makes the changes).
+Action = Literal["create", "update", "consolidate", "delete", "restore", "import"]
 
 
 class HistoryEntry(Struct):

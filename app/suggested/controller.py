@@ -11,8 +11,8 @@ from litestar.params import FromQuery, QueryParameter
 from app.api.params import Conn, WalletRequest
 from app.kit.schemas import nfc_names
 from app.suggested.repository import SuggestionFilter
-from app.suggested.schemas import CategoryCounts, SuggestedAnswer, suggested_to_wire
-from app.suggested.service import DEFAULT_LIMIT, MAX_LIMIT, Category, SuggestedService
+from app.suggested.schemas import Category, CategoryCounts, SuggestedAnswer, suggested_to_wire
+from app.suggested.service import DEFAULT_LIMIT, MAX_LIMIT, SuggestedService
 
 
 class SuggestedController(Controller):

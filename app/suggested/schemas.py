@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from msgspec import Struct
 
 from app.memory.schemas import Memory, memory_fields
-from app.suggested.service import Category
+
+Category = Literal["stale", "fresh", "hot", "decaying"]  # app/suggested/service.py says which
+CATEGORIES: tuple[Category, ...] = ("stale", "fresh", "hot", "decaying")
 
 
 class SuggestedMemory(Memory, kw_only=True):

@@ -28,17 +28,14 @@ effective_importance, type_decay (pinned: 1), the half-lives, the relation stret
 
 from __future__ import annotations
 
-from typing import Literal
-
 import asyncpg
 
 from app.kit.schemas import reject_nul
 from app.memory import scoring
 from app.suggested import repository as repo
 from app.suggested.repository import SuggestionFilter, SuggestionRules
+from app.suggested.schemas import CATEGORIES
 
-Category = Literal["stale", "fresh", "hot", "decaying"]
-CATEGORIES: tuple[Category, ...] = ("stale", "fresh", "hot", "decaying")
 MAX_LIMIT = 50  # contract: limit ≤ 50
 DEFAULT_LIMIT = 10
 
