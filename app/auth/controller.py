@@ -9,6 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.openapi import error_responses
 from app.api.params import Conn, MaybeWalletRequest, WalletRequest
 from app.auth import repository
 from app.auth.free_tier import FreeTier
@@ -75,7 +76,15 @@ class SessionController(Controller):
     tags = ["auth"]
 
     # Public: the body (or the SIGN-IN-WITH-X header) carries the wallet's signature.
-    @post("/session", opt={EXCLUDE_OPT_KEY: True}, status_code=HTTP_200_OK)
+    @post(
+        "/session",
+        opt={EXCLUDE_OPT_KEY: True},
+        status_code=HTTP_200_OK,
+        responses=error_responses(
+            unauthorized="Sign-in refused: a stale timestamp, a signature by another wallet, or"
+            " a SIGN-IN-WITH-X proof that does not check out (or was used already)"
+        ),
+    )
     async def create_session(
         self,
         request: MaybeWalletRequest,

@@ -8,6 +8,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.openapi import NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, WalletRequest
 from app.history import service as history
 from app.history.schemas import HistoryEntry, MemoryHistory, Restored
@@ -20,7 +21,7 @@ class HistoryController(Controller):
     path = "/v1/memories/{memory_id:str}"
     tags = ["memories"]
 
-    @get("/history")
+    @get("/history", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def history(
         self, request: WalletRequest, conn: Conn, memory_id: FromPath[str]
     ) -> MemoryHistory:
@@ -39,7 +40,13 @@ class HistoryController(Controller):
             ]
         )
 
-    @post("/restore", status_code=HTTP_200_OK)
+    @post(
+        "/restore",
+        status_code=HTTP_200_OK,
+        responses=error_responses(
+            not_found=NO_SUCH_MEMORY, conflict="The memory is not deleted: nothing to restore"
+        ),
+    )
     async def restore(
         self,
         request: WalletRequest,

@@ -11,6 +11,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import relax_commit, request_transaction
 from app.kit.schemas import absent_if_none, iso
@@ -204,7 +205,7 @@ class MemoryController(Controller):
         rows, total = await memory_service.search(conn, memory_filter, q, limit, by)
         return SearchAnswer([memory_to_wire(r) for r in rows], total, q)
 
-    @get("/memories/{memory_id:str}")
+    @get("/memories/{memory_id:str}", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def get_memory(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> Memory:
@@ -212,7 +213,11 @@ class MemoryController(Controller):
         row, _ = await memory_service.use(conn, request.user, memory_id)
         return memory_to_wire(row)
 
-    @post("/memories/{memory_id:str}/feedback", status_code=HTTP_200_OK)
+    @post(
+        "/memories/{memory_id:str}/feedback",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found=NO_SUCH_MEMORY),
+    )
     async def feedback(
         self,
         request: WalletRequest,
@@ -231,7 +236,11 @@ class MemoryController(Controller):
             str(row["id"]), counted, int(row["access_count"]), iso(row["accessed_at"])
         )
 
-    @patch("/memories/{memory_id:str}", opt=paid(prices.UPDATE))
+    @patch(
+        "/memories/{memory_id:str}",
+        opt=paid(prices.UPDATE),
+        responses=error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY),
+    )
     async def update(
         self,
         request: WalletRequest,
@@ -278,7 +287,11 @@ class MemoryController(Controller):
             tokens_used=tokens,
         )
 
-    @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
+    @delete(
+        "/memories/{memory_id:str}",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY),
+    )
     async def delete_memory(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> MemoryDeleted:

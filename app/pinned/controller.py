@@ -9,6 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.kit.schemas import nfc_names
 from app.memory.repository import MemoryFilter
@@ -18,6 +19,8 @@ from app.pinned.service import PinnedService, pinned_id
 
 BASES = ("/memories/core", "/core-memories", "/core")
 DEFAULT_LIMIT = 100
+# pinning changes the memory: an immutable one cannot be pinned or unpinned
+PIN_ERRORS = error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY)
 
 
 class PinnedController(Controller):
@@ -45,7 +48,7 @@ class PinnedController(Controller):
         rows, total = await pinned_service.list_core(conn, f, limit, offset)
         return MemoryPage([memory_to_wire(r) for r in rows], total, limit, offset)
 
-    @post(list(BASES), status_code=HTTP_200_OK)
+    @post(list(BASES), status_code=HTTP_200_OK, responses=PIN_ERRORS)
     async def pin(
         self,
         request: WalletRequest,
@@ -56,7 +59,10 @@ class PinnedController(Controller):
         memory_id = await pinned_service.set_pinned(conn, request.user, pinned_id(data), True)
         return Pinned(True, str(memory_id))
 
-    @delete([f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK)
+    @delete(
+        [f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK,
+        responses=PIN_ERRORS,
+    )  # fmt: skip
     async def unpin(
         self,
         request: WalletRequest,

@@ -13,6 +13,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.api.openapi import NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, WalletRequest
 from app.relations.schemas import (
     DEFAULT_GRAPH_DEPTH,
@@ -40,7 +41,14 @@ class RelationController(Controller):
     path = "/v1/memories"
     tags = ["relations"]
 
-    @post("/{memory_id:str}/relations", status_code=HTTP_201_CREATED)
+    @post(
+        "/{memory_id:str}/relations",
+        status_code=HTTP_201_CREATED,
+        responses=error_responses(
+            not_found="No memory with this id, or no target memory, among the caller's memories",
+            conflict="The memories are already related this way (`details.relation_id`)",
+        ),
+    )
     async def create_relation(
         self,
         request: WalletRequest,
@@ -52,7 +60,7 @@ class RelationController(Controller):
         row = await relations_service.create(conn, request.user, memory_id, data)
         return relation_to_wire(row)
 
-    @get("/{memory_id:str}/relations")
+    @get("/{memory_id:str}/relations", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def list_relations(
         self, request: WalletRequest, conn: Conn, relations_service: Relations,
         memory_id: FromPath[str],
@@ -60,7 +68,11 @@ class RelationController(Controller):
         rows = await relations_service.list_for(conn, request.user, memory_id)
         return RelationList([linked_to_wire(r) for r in rows])
 
-    @delete("/{memory_id:str}/relations/{relation_id:str}", status_code=HTTP_200_OK)
+    @delete(
+        "/{memory_id:str}/relations/{relation_id:str}",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found="The memory has no relation with this id"),
+    )
     async def delete_relation(
         self,
         request: WalletRequest,
@@ -72,7 +84,7 @@ class RelationController(Controller):
         deleted = await relations_service.delete(conn, request.user, memory_id, relation_id)
         return RelationDeleted(True, str(deleted))
 
-    @get("/{memory_id:str}/graph")
+    @get("/{memory_id:str}/graph", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def graph(
         self,
         request: WalletRequest,
