@@ -21,6 +21,7 @@ from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
 from app.api.health import health
+from app.api.openapi import document_errors
 from app.api.ratelimit import RateLimitMiddleware
 from app.api.transaction import provide_transaction
 from app.auth.controller import FreeTierController, SessionController
@@ -209,4 +210,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
             render_plugins=[swagger_page()],
         ),
     )
-    return Litestar.from_config(config)
+    app = Litestar.from_config(config)
+    document_errors(app)
+    return app

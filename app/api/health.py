@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import get
 from litestar.status_codes import HTTP_200_OK
+from msgspec import Struct
 
 from app.api.params import MaybeWalletRequest
 from app.api.ratelimit import unlimited
@@ -16,10 +15,23 @@ from app.kit.errors import OUTAGE_RETRY_AFTER_SECONDS, ServiceUnavailable
 RETRY = {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)}
 
 
+class EmbedderInfo(Struct):
+    model: str
+    dims: int
+
+
+class Health(Struct):
+    status: str
+    database: str
+    embedder: EmbedderInfo
+    shared_state: str  # "redis", or "in-process" without one
+    version: str
+
+
 @get(
     "/health", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, status_code=HTTP_200_OK, tags=["health"]
 )
-async def health(request: MaybeWalletRequest) -> dict[str, Any]:
+async def health(request: MaybeWalletRequest) -> Health:
     state = request.app.state
     try:
         async with state.pool.acquire(timeout=5) as conn:
@@ -35,10 +47,10 @@ async def health(request: MaybeWalletRequest) -> dict[str, Any]:
             {"redis": str(exc)},
             RETRY,
         ) from exc
-    return {
-        "status": "ok",
-        "database": "ok",
-        "embedder": {"model": state.embedder.model_name, "dims": state.embedder.dims},
-        "shared_state": "redis" if state.settings.database.redis_url else "in-process",
-        "version": state.version,
-    }
+    return Health(
+        status="ok",
+        database="ok",
+        embedder=EmbedderInfo(state.embedder.model_name, state.embedder.dims),
+        shared_state="redis" if state.settings.database.redis_url else "in-process",
+        version=state.version,
+    )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.auth import repository
+from app.auth.schemas import FreeTierStatus
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,11 @@ class FreeTier:
         used = await repository.consume_free_call(conn, wallet, self.calls_per_wallet)
         return None if used is None else self.calls_per_wallet - used
 
-    async def status(self, conn: asyncpg.Connection, wallet: str) -> dict[str, object]:
+    async def status(self, conn: asyncpg.Connection, wallet: str) -> FreeTierStatus:
         used = min(await repository.free_calls_used(conn, wallet), self.calls_per_wallet)
-        return {
-            "wallet": wallet,
-            "free_tier_remaining": self.calls_per_wallet - used,
-            "free_tier_total": self.calls_per_wallet,
-            "free_tier_used": used,
-        }
+        return FreeTierStatus(
+            wallet=wallet,
+            free_tier_remaining=self.calls_per_wallet - used,
+            free_tier_total=self.calls_per_wallet,
+            free_tier_used=used,
+        )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -33,6 +32,7 @@ from x402.extensions.sign_in_with_x import (
 )
 
 from app.auth import repository
+from app.auth.schemas import SiwxChallenge
 from app.auth.signature import WalletAuthError
 
 SIWX_HEADER = "sign-in-with-x"
@@ -57,23 +57,23 @@ class SiwxVerifier:
 
     async def challenge(
         self, conn: asyncpg.Connection, origin: str, now: datetime | None = None
-    ) -> dict[str, Any]:
+    ) -> SiwxChallenge:
         """A fresh single-use challenge for `origin`, in SIWX's extension-info shape."""
         issued = (now or datetime.now(UTC)).replace(microsecond=0)
         nonce = secrets.token_hex(16)
         await repository.issue_nonce(conn, nonce, self.window_seconds)
-        return {
-            "domain": urlsplit(origin).netloc,
-            "uri": origin,
-            "version": SIWX_VERSION,
-            "statement": STATEMENT,
-            "nonce": nonce,
-            "issuedAt": _iso(issued),
-            "expirationTime": _iso(issued + timedelta(seconds=self.window_seconds)),
-            "chainId": self.chain_id,
-            "type": "eip191",
-            "header": SIWX_HEADER.upper(),
-        }
+        return SiwxChallenge(
+            domain=urlsplit(origin).netloc,
+            uri=origin,
+            version=SIWX_VERSION,
+            statement=STATEMENT,
+            nonce=nonce,
+            issuedAt=_iso(issued),
+            expirationTime=_iso(issued + timedelta(seconds=self.window_seconds)),
+            chainId=self.chain_id,
+            type="eip191",
+            header=SIWX_HEADER.upper(),
+        )
 
     async def verify(self, conn: asyncpg.Connection, raw: str, origin: str) -> str:
         """The lower-cased wallet of a SIGN-IN-WITH-X header, its nonce used up; else raises

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
@@ -11,7 +9,7 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.api.params import Conn, WalletRequest
 from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
-from app.consolidate.schemas import ConsolidateIn
+from app.consolidate.schemas import ConsolidateAnswer, ConsolidatedCluster, ConsolidateIn
 from app.consolidate.service import ConsolidateService
 from app.payments import prices
 from app.payments.prices import paid
@@ -30,14 +28,14 @@ class ConsolidateController(Controller):
         conn: Conn,
         consolidate_service: NamedDependency[ConsolidateService],
         data: JSONBody[ConsolidateIn],
-    ) -> dict[str, Any]:
+    ) -> ConsolidateAnswer:
         report = await consolidate_service.consolidate(conn, request.user, data)
-        return {
-            "clusters_found": len(report.clusters),
-            "memories_merged": report.memories_merged,
-            "merged": report.memories_merged,  # what MemoClaw's CLI prints and MCP server types
-            "memories_created": report.memories_created,
-            "clusters": report.clusters,
-            "dry_run": data.dry_run,
-            "tokens_used": report.tokens_used,
-        }
+        return ConsolidateAnswer(
+            clusters_found=len(report.clusters),
+            memories_merged=report.memories_merged,
+            merged=report.memories_merged,
+            memories_created=report.memories_created,
+            clusters=[ConsolidatedCluster(**c) for c in report.clusters],
+            dry_run=data.dry_run,
+            tokens_used=report.tokens_used,
+        )

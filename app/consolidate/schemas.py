@@ -1,10 +1,11 @@
-"""Wire struct for POST /v1/memories/consolidate (docs/api-contract.md, "Endpoints", "Limits")."""
+"""Wire structs for POST /v1/memories/consolidate: the request (docs/api-contract.md, "Endpoints",
+"Limits") and the answer."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from msgspec import Meta
+from msgspec import Meta, Struct
 
 from app.kit.schemas import Name, OptionalName, StrictStruct
 
@@ -15,3 +16,19 @@ class ConsolidateIn(StrictStruct):
     namespace: Name | None = None
     agent_id: OptionalName | None = None  # one agent's memories only (MemoClaw's MCP sends it)
     dry_run: bool = False
+
+
+class ConsolidatedCluster(Struct):
+    memory_ids: list[str]
+    similarity: float  # mean similarity of the pairs that joined it
+    merged_into: str | None  # the memory kept or written; null in a dry run
+
+
+class ConsolidateAnswer(Struct):
+    clusters_found: int
+    memories_merged: int
+    merged: int  # memories_merged, what MemoClaw's CLI prints and MCP server types
+    memories_created: int
+    clusters: list[ConsolidatedCluster]
+    dry_run: bool
+    tokens_used: int

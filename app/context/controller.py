@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.params import Conn, WalletRequest
-from app.context.schemas import ContextIn
+from app.context.schemas import ContextAnswer, ContextIn
 from app.context.service import ContextService, neutralise
 from app.memory.schemas import recalled_to_wire
 from app.payments import prices
@@ -28,17 +26,15 @@ class ContextController(Controller):
         conn: Conn,
         context_service: NamedDependency[ContextService],
         data: JSONBody[ContextIn],
-    ) -> dict[str, Any]:
+    ) -> ContextAnswer:
         block = await context_service.build(conn, request.user, data)
-        return {
-            "context": block.context,
-            "memories_used": block.memories_used,
-            "tokens": block.tokens,
-            "tokens_used": block.tokens_used,
-            # the memories in the block, for MemoClaw's MCP server (it maps over
-            # `result.memories || result.context`); their content neutralised as in the block
-            "memories": [
-                {**recalled_to_wire(item), "content": neutralise(item.row["content"])}
+        return ContextAnswer(
+            context=block.context,
+            memories_used=block.memories_used,
+            tokens=block.tokens,
+            tokens_used=block.tokens_used,
+            memories=[
+                recalled_to_wire(item, content=neutralise(item.row["content"]))
                 for item in block.used
             ],
-        }
+        )

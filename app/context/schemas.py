@@ -1,13 +1,14 @@
-"""Wire struct for POST /v1/context (limits: docs/api-contract.md, "Limits")."""
+"""Wire structs for POST /v1/context: the request (limits: docs/api-contract.md, "Limits") and
+the answer."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from msgspec import Meta
+from msgspec import Meta, Struct
 
 from app.kit.schemas import Name, OptionalName, StrictStruct
-from app.memory.schemas import MAX_RECALL_QUERY_CHARS
+from app.memory.schemas import MAX_RECALL_QUERY_CHARS, RecalledMemory
 
 MaxMemories = Annotated[int, Meta(ge=1, le=100)]
 DEFAULT_MAX_MEMORIES = 10
@@ -29,3 +30,14 @@ class ContextIn(StrictStruct):
     def memory_limit(self) -> int:
         """How many memories the block may use: max_memories, else its alias limit, else 10."""
         return self.max_memories or self.limit or DEFAULT_MAX_MEMORIES
+
+
+class ContextAnswer(Struct):
+    # format=text: the block as text; format=structured: {instructions, memories, summary?}
+    context: str | dict[str, Any]
+    memories_used: int
+    tokens: int  # the block's size
+    tokens_used: int  # what building it took (a summary's LLM call)
+    # the memories in the block, for MemoClaw's MCP server (it maps over
+    # `result.memories || result.context`); their content neutralised as in the block
+    memories: list[RecalledMemory]

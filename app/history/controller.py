@@ -3,15 +3,15 @@ POST /v1/memories/{id}/restore (Engram's: undelete what a soft delete removed). 
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.openapi import NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, WalletRequest
 from app.history import service as history
+from app.history.schemas import HistoryEntry, MemoryHistory, Restored
 from app.kit.schemas import iso
 from app.memory.schemas import memory_to_wire
 from app.memory.service import MemoryService, parse_memory_id
@@ -21,32 +21,38 @@ class HistoryController(Controller):
     path = "/v1/memories/{memory_id:str}"
     tags = ["memories"]
 
-    @get("/history")
+    @get("/history", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def history(
         self, request: WalletRequest, conn: Conn, memory_id: FromPath[str]
-    ) -> dict[str, Any]:
+    ) -> MemoryHistory:
         rows = await history.history_of(conn, request.user, parse_memory_id(memory_id))
-        return {
-            "history": [
-                {
-                    "id": str(r["id"]),
-                    "memory_id": str(r["memory_id"]),
-                    "action": r["action"],
-                    "changes": history.readable(r["changes"]),
-                    "changed_fields": list(r["changes"]),  # MemoClaw's MCP server shows it
-                    "created_at": iso(r["created_at"]),
-                }
+        return MemoryHistory(
+            [
+                HistoryEntry(
+                    id=str(r["id"]),
+                    memory_id=str(r["memory_id"]),
+                    action=r["action"],
+                    changes=history.readable(r["changes"]),
+                    changed_fields=list(r["changes"]),
+                    created_at=iso(r["created_at"]),
+                )
                 for r in rows
             ]
-        }
+        )
 
-    @post("/restore", status_code=HTTP_200_OK)
+    @post(
+        "/restore",
+        status_code=HTTP_200_OK,
+        responses=error_responses(
+            not_found=NO_SUCH_MEMORY, conflict="The memory is not deleted: nothing to restore"
+        ),
+    )
     async def restore(
         self,
         request: WalletRequest,
         conn: Conn,
         memory_service: NamedDependency[MemoryService],
         memory_id: FromPath[str],
-    ) -> dict[str, Any]:
+    ) -> Restored:
         row = await memory_service.restore(conn, request.user, memory_id)
-        return {"restored": True, "id": str(row["id"]), "memory": memory_to_wire(row)}
+        return Restored(True, str(row["id"]), memory_to_wire(row))

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 
 from app.history import repository as repo
+from app.history.schemas import Action as Action  # callers write history.Action
 from app.kit.errors import MemoryNotFound
 from app.kit.schemas import iso
-
-Action = Literal["create", "update", "consolidate", "delete", "restore", "import"]
 
 
 def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:

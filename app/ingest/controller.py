@@ -8,10 +8,18 @@ from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+from msgspec import UNSET
 
 from app.api.params import Conn, WalletRequest
 from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
-from app.ingest.schemas import ConversationIn, MigrateIn
+from app.ingest.schemas import (
+    ConversationIn,
+    ExtractAnswer,
+    FileError,
+    IngestAnswer,
+    MigrateAnswer,
+    MigrateIn,
+)
 from app.ingest.service import (
     ExtractOutcome,
     IngestService,
@@ -25,7 +33,8 @@ from app.payments.prices import paid
 Ingest = NamedDependency[IngestService]
 
 
-def _extract_response(outcome: ExtractOutcome) -> dict[str, Any]:
+def _extracted(outcome: ExtractOutcome) -> dict[str, Any]:
+    """ExtractAnswer's fields, for it and IngestAnswer."""
     return {
         "memory_ids": outcome.stored.ids,
         "facts_extracted": len(outcome.facts),
@@ -50,11 +59,11 @@ class IngestController(Controller):
         conn: Conn,
         ingest_service: Ingest,
         data: JSONBody[ConversationIn],
-    ) -> dict[str, Any]:
+    ) -> ExtractAnswer:
         outcome = await ingest_service.extract(
             conn, request.user, conversation_of(data), conversation_scope(data)
         )  # fmt: skip
-        return _extract_response(outcome)
+        return ExtractAnswer(**_extracted(outcome))
 
     @post("/ingest", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
     async def ingest_conversation(
@@ -63,35 +72,31 @@ class IngestController(Controller):
         conn: Conn,
         ingest_service: Ingest,
         data: JSONBody[ConversationIn],
-    ) -> dict[str, Any]:
+    ) -> IngestAnswer:
         outcome = await ingest_service.ingest(
             conn, request.user, conversation_of(data), conversation_scope(data), data.auto_relate
         )  # fmt: skip
-        return {
-            **_extract_response(outcome),
-            "relations_created": outcome.relations_created,
-            # the count MemoClaw's CLI and MCP server read (they print "? memories created")
-            "memories_created": outcome.stored.created,
-        }
+        return IngestAnswer(
+            **_extracted(outcome),
+            relations_created=outcome.relations_created,
+            memories_created=outcome.stored.created,
+        )
 
     @post("/migrate", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
     async def migrate(
         self, request: WalletRequest, conn: Conn, ingest_service: Ingest, data: JSONBody[MigrateIn]
-    ) -> dict[str, Any]:
+    ) -> MigrateAnswer:
         stored, processed, errors = await ingest_service.migrate(
             conn, request.user, data.files,
             scope_of(data.namespace, data.session_id, data.agent_id), data.auto_tag,
             data.deduplicate, data.dry_run,
         )  # fmt: skip
-        body: dict[str, Any] = {
-            "memory_ids": [] if data.dry_run else stored.ids,  # a dry run kept none
-            "files_processed": processed,
-            "memories_created": stored.created,
-            "memories_deduplicated": stored.deduplicated,
-            "tokens_used": stored.tokens,
-        }
-        if errors:
-            body["errors"] = errors
-        if data.dry_run:
-            body["dry_run"] = True
-        return body
+        return MigrateAnswer(
+            memory_ids=[] if data.dry_run else stored.ids,  # a dry run kept none
+            files_processed=processed,
+            memories_created=stored.created,
+            memories_deduplicated=stored.deduplicated,
+            tokens_used=stored.tokens,
+            errors=[FileError(**e) for e in errors] if errors else UNSET,
+            dry_run=True if data.dry_run else UNSET,
+        )

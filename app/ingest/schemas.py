@@ -1,11 +1,11 @@
-"""Wire structs for turning conversations and files into memories (limits: docs/api-contract.md,
-"Limits")."""
+"""Wire structs for turning conversations and files into memories: the requests (limits:
+docs/api-contract.md, "Limits") and the answers."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from msgspec import Meta
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from app.kit.schemas import Name, OptionalName, StrictStruct
 from app.memory.schemas import Content
@@ -50,3 +50,35 @@ class MigrateIn(StrictStruct):
     # false stores every section, repeats included (MemoClaw's MCP server always sends it)
     deduplicate: bool = True
     dry_run: bool = False  # report what would be stored, store nothing (the MCP's preview)
+
+
+# ---- answers -----------------------------------------------------------------------------------
+
+
+class ExtractAnswer(Struct):
+    memory_ids: list[str]
+    facts_extracted: int
+    facts_stored: int
+    facts_deduplicated: int
+    tokens_used: int
+
+
+class IngestAnswer(ExtractAnswer):
+    relations_created: int
+    # the count MemoClaw's CLI and MCP server read (they print "? memories created")
+    memories_created: int
+
+
+class FileError(Struct):
+    filename: str
+    error: str
+
+
+class MigrateAnswer(Struct, kw_only=True):
+    memory_ids: list[str]  # none in a dry run
+    files_processed: int
+    memories_created: int
+    memories_deduplicated: int
+    tokens_used: int
+    errors: list[FileError] | UnsetType = UNSET  # files that gave nothing, when any
+    dry_run: bool | UnsetType = UNSET  # true in a dry run, else left out

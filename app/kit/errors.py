@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec import Struct
+
 # How long a client should wait before trying again when a part is down.
 OUTAGE_RETRY_AFTER_SECONDS = 5
 
@@ -83,6 +85,18 @@ class PartUnavailable(ServiceUnavailable):
             {"unavailable": part},
             {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)},
         )
+
+
+class ErrorDetail(Struct):
+    code: str  # the contract's code (ApiError.code)
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorBody(Struct):
+    """Every error's wire shape, as error_body() builds it (declared for the OpenAPI document)."""
+
+    error: ErrorDetail
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, overload
 
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from app.kit.errors import InvalidInput
 
@@ -96,6 +96,23 @@ def normalise_names(struct: Struct) -> None:
         metadata["tags"] = nfc_names(metadata["tags"])
 
 
+T = TypeVar("T")
+
+
+def absent_if_none(value: T | None) -> T | UnsetType:
+    """A value of an answer struct's field that may have none: left out of the JSON rather
+    than sent as null. Answer structs type such fields `X | UnsetType = UNSET` and set no
+    `omit_defaults`, so a field that has a value is always sent, falsy or not (`pinned: false`,
+    `tags: []`, `total: 0`)."""
+    return UNSET if value is None else value
+
+
+@overload
+def iso(value: datetime) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+@overload
+def iso(value: datetime | None) -> str | None: ...
 def iso(value: datetime | None) -> str | None:
     """A time on the wire: ISO 8601 in UTC with `Z`."""
     return value.isoformat().replace("+00:00", "Z") if value is not None else None

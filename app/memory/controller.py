@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import asyncpg
 from litestar import Controller, HttpMethod, delete, get, patch, post, route
@@ -11,21 +11,43 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import relax_commit, request_transaction
-from app.kit.schemas import iso
+from app.kit.schemas import absent_if_none, iso
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
     MAX_SEARCH_QUERY_CHARS,
+    BatchUpdateAnswer,
+    BatchUpdateError,
     BatchUpdateIn,
+    BatchUpdateResult,
+    DeleteManyAnswer,
+    DeleteResult,
+    FeedbackAnswer,
     FeedbackIn,
     IdsIn,
+    Memory,
+    MemoryCount,
+    MemoryDeleted,
+    MemoryPage,
+    MemoryStats,
     MemoryType,
+    NamespaceCount,
+    NamespaceList,
+    NamespaceTotal,
+    RecallAnswer,
     RecallIn,
+    SearchAnswer,
     SearchIn,
+    StoreAnswer,
+    StoreBatchAnswer,
     StoreBatchIn,
     StoreIn,
+    TypeCount,
+    UpdatedMemory,
     UpdateIn,
+    memory_fields,
     memory_to_wire,
     recalled_to_wire,
     split_tags,
@@ -81,19 +103,6 @@ MEMORY_FILTER = {
 SortOrder = Literal["asc", "desc"]
 
 
-def _store_response(outcome_row: asyncpg.Record, deduplicated: bool, tokens: int) -> dict[str, Any]:
-    memory = memory_to_wire(outcome_row)
-    # The contract's answer; `memory` beside it for MemoClaw's MCP server, which reads
-    # `result.memory || result` and needs the memory's id and content.
-    return {
-        "id": memory["id"],
-        "stored": True,
-        "deduplicated": deduplicated,
-        "tokens_used": tokens,
-        "memory": memory,
-    }
-
-
 class MemoryController(Controller):
     path = "/v1"
     tags = ["memories"]
@@ -101,9 +110,10 @@ class MemoryController(Controller):
     @post("/store", opt=paid(prices.STORE), status_code=HTTP_201_CREATED)
     async def store(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[StoreIn]
-    ) -> dict[str, Any]:
+    ) -> StoreAnswer:
         outcome, tokens = await memory_service.store(conn, request.user, data)
-        return _store_response(outcome.row, outcome.deduplicated, tokens)
+        memory = memory_to_wire(outcome.row)
+        return StoreAnswer(memory.id, True, outcome.deduplicated, tokens, memory)
 
     @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
     async def store_batch(
@@ -112,17 +122,16 @@ class MemoryController(Controller):
         conn: Conn,
         memory_service: Memories,
         data: JSONBody[StoreBatchIn],
-    ) -> dict[str, Any]:
+    ) -> StoreBatchAnswer:
         outcomes, tokens = await memory_service.store_batch(conn, request.user, data.memories)
-        return {
-            "ids": [str(o.row["id"]) for o in outcomes],
-            "stored": True,
-            "count": len(outcomes),
-            "deduplicated_count": sum(o.deduplicated for o in outcomes),
-            "tokens_used": tokens,
-            # the stored memories, in order: MemoClaw's MCP server counts and shows these
-            "memories": [memory_to_wire(o.row) for o in outcomes],
-        }
+        return StoreBatchAnswer(
+            ids=[str(o.row["id"]) for o in outcomes],
+            stored=True,
+            count=len(outcomes),
+            deduplicated_count=sum(o.deduplicated for o in outcomes),
+            tokens_used=tokens,
+            memories=[memory_to_wire(o.row) for o in outcomes],
+        )
 
     @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
     async def recall(
@@ -132,7 +141,7 @@ class MemoryController(Controller):
         memory_service: Memories,
         relations_service: NamedDependency[RelationService],
         data: JSONBody[RecallIn],
-    ) -> dict[str, Any]:
+    ) -> RecallAnswer:
         recalled, tokens = await memory_service.recall(conn, request.user, data)
         relax_commit(request)  # its writes are access counts (app/api/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
@@ -142,8 +151,8 @@ class MemoryController(Controller):
                 conn, request.user, [r.row["id"] for r in recalled]
             )
             for item, r in zip(items, recalled, strict=True):
-                item["relations"] = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
-        return {"memories": items, "query_tokens": tokens}
+                item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
+        return RecallAnswer(items, tokens)
 
     @get("/memories", dependencies=MEMORY_FILTER)
     async def list_memories(
@@ -155,34 +164,29 @@ class MemoryController(Controller):
         offset: Offset = 0,
         sort: FromQuery[ListSort] = "created_at",
         order: FromQuery[SortOrder] = "desc",
-    ) -> dict[str, Any]:
+    ) -> MemoryPage:
         rows, total = await memory_service.list_page(
             conn, memory_filter, limit, offset, ListOrder(sort, order == "desc")
         )
-        return {
-            "memories": [memory_to_wire(r) for r in rows],
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-        }
+        return MemoryPage([memory_to_wire(r) for r in rows], total, limit, offset)
 
     @get("/memories/count", dependencies=MEMORY_FILTER)
     async def count(
         self, conn: Conn, memory_service: Memories, memory_filter: NamedDependency[MemoryFilter]
-    ) -> dict[str, Any]:
-        return {"count": await memory_service.count(conn, memory_filter)}
+    ) -> MemoryCount:
+        return MemoryCount(await memory_service.count(conn, memory_filter))
 
     @post("/search", status_code=HTTP_200_OK)
     async def search(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[SearchIn]
-    ) -> dict[str, Any]:
+    ) -> SearchAnswer:
         f = list_filter(
             request.user, namespace=data.namespace, session_id=data.session_id,
             agent_id=data.agent_id, memory_type=data.memory_type,
             tags=split_tags(data.tags), after=data.after, before=data.before,
         )  # fmt: skip
         rows, total = await memory_service.search(conn, f, data.query, data.limit)
-        return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": data.query}
+        return SearchAnswer([memory_to_wire(r) for r in rows], total, data.query)
 
     # MemoClaw's MCP server searches here, with the list's filters (pinned, metadata, after...)
     # and its sort/order.
@@ -196,20 +200,24 @@ class MemoryController(Controller):
         limit: PageLimit = 10,
         sort: FromQuery[ListSort | None] = None,  # best match first unless asked
         order: FromQuery[SortOrder] = "desc",
-    ) -> dict[str, Any]:
+    ) -> SearchAnswer:
         by = ListOrder(sort, order == "desc") if sort else None
         rows, total = await memory_service.search(conn, memory_filter, q, limit, by)
-        return {"memories": [memory_to_wire(r) for r in rows], "total": total, "query": q}
+        return SearchAnswer([memory_to_wire(r) for r in rows], total, q)
 
-    @get("/memories/{memory_id:str}")
+    @get("/memories/{memory_id:str}", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def get_memory(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
-    ) -> dict[str, Any]:
+    ) -> Memory:
         # reading a memory by id is a use: it counts as an access (app/memory/scoring.py)
         row, _ = await memory_service.use(conn, request.user, memory_id)
         return memory_to_wire(row)
 
-    @post("/memories/{memory_id:str}/feedback", status_code=HTTP_200_OK)
+    @post(
+        "/memories/{memory_id:str}/feedback",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found=NO_SUCH_MEMORY),
+    )
     async def feedback(
         self,
         request: WalletRequest,
@@ -217,21 +225,22 @@ class MemoryController(Controller):
         memory_service: Memories,
         memory_id: FromPath[str],
         data: JSONBody[FeedbackIn | None] = None,
-    ) -> dict[str, Any]:
+    ) -> FeedbackAnswer:
         """Say a memory helped (Engram's addition): counts as an access, at most once a day."""
         if data is not None and not data.helpful:
             row = await memory_service.get(conn, request.user, memory_id)
             counted = False
         else:
             row, counted = await memory_service.use(conn, request.user, memory_id)
-        return {
-            "id": str(row["id"]),
-            "counted": counted,
-            "access_count": int(row["access_count"]),
-            "accessed_at": iso(row["accessed_at"]),
-        }
+        return FeedbackAnswer(
+            str(row["id"]), counted, int(row["access_count"]), iso(row["accessed_at"])
+        )
 
-    @patch("/memories/{memory_id:str}", opt=paid(prices.UPDATE))
+    @patch(
+        "/memories/{memory_id:str}",
+        opt=paid(prices.UPDATE),
+        responses=error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY),
+    )
     async def update(
         self,
         request: WalletRequest,
@@ -239,9 +248,9 @@ class MemoryController(Controller):
         memory_service: Memories,
         memory_id: FromPath[str],
         data: JSONBody[UpdateIn],
-    ) -> dict[str, Any]:
+    ) -> UpdatedMemory:
         row, tokens = await memory_service.update(conn, request.user, memory_id, data)
-        return {**memory_to_wire(row), "tokens_used": tokens}
+        return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 
     # The SDK sends PATCH /memories/batch; MemoClaw's CLI sends POST /memories/batch-update.
     @route(
@@ -256,78 +265,74 @@ class MemoryController(Controller):
         conn: Conn,
         memory_service: Memories,
         data: JSONBody[BatchUpdateIn],
-    ) -> dict[str, Any]:
+    ) -> BatchUpdateAnswer:
         results, tokens = await memory_service.update_batch(
             conn, request.user, [(item.id, item) for item in data.updates]
         )
         updated = sum(r.updated for r in results)
-        return {
-            "results": [
-                {"id": r.memory_id, "updated": True}
+        return BatchUpdateAnswer(
+            results=[
+                BatchUpdateResult(id=r.memory_id, updated=True)
                 if r.error is None
-                else {"id": r.memory_id, "updated": False, "error": r.error.message}
+                else BatchUpdateResult(id=r.memory_id, updated=False, error=r.error.message)
                 for r in results
             ],
-            "updated": updated,
-            "failed": len(results) - updated,
-            "errors": [
-                {"id": r.memory_id, "status": r.error.status_code, "message": r.error.message}
+            updated=updated,
+            failed=len(results) - updated,
+            errors=[
+                BatchUpdateError(r.memory_id, r.error.status_code, r.error.message)
                 for r in results
                 if r.error is not None
             ],
-            "tokens_used": tokens,
-        }
+            tokens_used=tokens,
+        )
 
-    @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
+    @delete(
+        "/memories/{memory_id:str}",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY),
+    )
     async def delete_memory(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
-    ) -> dict[str, Any]:
+    ) -> MemoryDeleted:
         deleted_id = await memory_service.delete(conn, request.user, memory_id)
-        return {"deleted": True, "id": str(deleted_id)}
+        return MemoryDeleted(True, str(deleted_id))
 
     # Both names are in use: bulk-delete (CLI, docs) and batch-delete (SDK); one answer serves
     # both, with the count and the per-id results.
     @post(["/memories/bulk-delete", "/memories/batch-delete"], status_code=HTTP_200_OK)
     async def delete_many(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[IdsIn]
-    ) -> dict[str, Any]:
+    ) -> DeleteManyAnswer:
         results = await memory_service.delete_many(conn, request.user, data.ids)
-        return {"deleted": sum(r["deleted"] for r in results), "results": results}
+        return DeleteManyAnswer(
+            sum(r["deleted"] for r in results), [DeleteResult(**r) for r in results]
+        )
 
     @get("/namespaces")
     async def namespaces(
         self, request: WalletRequest, conn: Conn, memory_service: Memories
-    ) -> dict[str, Any]:
+    ) -> NamespaceList:
         rows = await memory_service.namespaces(conn, request.user)
-        return {
-            "namespaces": [
-                {"name": r["name"], "count": r["count"], "last_memory_at": iso(r["last_memory_at"])}
-                for r in rows
-            ],
-            "total": len(rows),
-        }
+        return NamespaceList(
+            [NamespaceCount(r["name"], r["count"], iso(r["last_memory_at"])) for r in rows],
+            len(rows),
+        )
 
     @get("/stats")
     async def stats(
         self, request: WalletRequest, conn: Conn, memory_service: Memories
-    ) -> dict[str, Any]:
+    ) -> MemoryStats:
         raw = await memory_service.stats(conn, request.user)
         totals = raw["totals"]
-        answer = {
-            "total_memories": totals["total_memories"],
-            "pinned_count": totals["pinned_count"],
-            "never_accessed": totals["never_accessed"],
-            "total_accesses": int(totals["total_accesses"]),
-            "avg_importance": round(float(totals["avg_importance"]), 6),
-            "oldest_memory": iso(totals["oldest_memory"]),
-            "newest_memory": iso(totals["newest_memory"]),
-            "by_type": [
-                {"memory_type": r["memory_type"], "count": r["count"]} for r in raw["by_type"]
-            ],
-            "by_namespace": [
-                {"namespace": r["namespace"], "count": r["count"]} for r in raw["by_namespace"]
-            ],
-        }
-        # no memories, no oldest/newest: left out rather than null (the MCP server types them
-        # strings; the SDK defaults them to None)
-        return {k: v for k, v in answer.items() if v is not None}
+        return MemoryStats(
+            total_memories=totals["total_memories"],
+            pinned_count=totals["pinned_count"],
+            never_accessed=totals["never_accessed"],
+            total_accesses=int(totals["total_accesses"]),
+            avg_importance=round(float(totals["avg_importance"]), 6),
+            oldest_memory=absent_if_none(iso(totals["oldest_memory"])),
+            newest_memory=absent_if_none(iso(totals["newest_memory"])),
+            by_type=[TypeCount(r["memory_type"], r["count"]) for r in raw["by_type"]],
+            by_namespace=[NamespaceTotal(r["namespace"], r["count"]) for r in raw["by_namespace"]],
+        )

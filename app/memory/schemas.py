@@ -1,5 +1,5 @@
 """Wire structs for the memory endpoints: request bodies with the contract's limits, and the
-rendering of stored rows into the shapes MemoClaw's clients parse.
+answers, stored rows rendered into the shapes MemoClaw's clients parse.
 
 Limits come from docs/api-contract.md ("Memory object", "Limits").
 """
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from app.kit.errors import InvalidInput
 from app.kit.schemas import (
@@ -21,10 +21,12 @@ from app.kit.schemas import (
     Name,
     OptionalName,
     StrictStruct,
+    absent_if_none,
     iso,
     parse_time,
     reject_nul,
 )
+from app.relations.schemas import LinkedRelation
 
 MAX_CONTENT_CHARS = 8192
 MAX_METADATA_BYTES = 4096
@@ -245,77 +247,268 @@ def split_tags(value: str | list[str] | None) -> list[str] | None:
     return tags or None
 
 
-# ---- rendering ---------------------------------------------------------------------------------
+# ---- answers -----------------------------------------------------------------------------------
+# A memory never carries a null: MemoClaw's MCP server declares its optional fields strings in
+# its tools' output schemas, so a strict MCP client rejects a null, while the SDK's models default
+# each of them to None, and break on a null metadata/pinned/accessed_at (docs/api-contract.md,
+# "What MemoClaw's clients send"). A field without a value is left out instead
+# (`X | UnsetType = UNSET`, app/kit/schemas.py `absent_if_none`).
 
 
-def event_time_to_wire(row: Any) -> dict[str, Any]:
+class Memory(Struct, kw_only=True):
+    """A stored memory (docs/api-contract.md, "Memory object")."""
+
+    id: str
+    user_id: str
+    namespace: str
+    content: str
+    embedding_model: str
+    metadata: Metadata
+    importance: float
+    memory_type: MemoryType
+    session_id: str | UnsetType = UNSET
+    agent_id: str | UnsetType = UNSET
+    created_at: str
+    updated_at: str
+    accessed_at: str
+    access_count: int
+    deleted_at: str | UnsetType = UNSET
+    expires_at: str | UnsetType = UNSET
+    pinned: bool
+    immutable: bool
+    tags: list[str]  # metadata.tags, or []
+    # when the memory's event happened, and when it was said (app/memory/dates.py); both or none
+    occurred_at: str | UnsetType = UNSET
+    mentioned_at: str | UnsetType = UNSET
+
+
+class RecallSignals(Struct):
+    """What a recall result's score is made of (app/memory/scoring.py `Signals`)."""
+
+    vector: float
+    keyword: float
+    recency: float
+    base_importance: float
+    effective_importance: float
+    context_importance: float
+    relation_count: int
+    type_decay: float
+    access_boost: float
+    score: float
+    event_time_boost: float
+    carried: float
+
+
+class RecalledMemory(Struct, kw_only=True):
+    """A recall result: the memory, how similar and how well it scored, and why."""
+
+    id: str
+    content: str
+    similarity: float
+    score: float
+    metadata: Metadata
+    tags: list[str]
+    importance: float
+    namespace: str
+    memory_type: MemoryType
+    session_id: str | UnsetType = UNSET
+    agent_id: str | UnsetType = UNSET
+    created_at: str
+    updated_at: str
+    access_count: int  # this recall's access included
+    pinned: bool
+    immutable: bool
+    occurred_at: str | UnsetType = UNSET
+    mentioned_at: str | UnsetType = UNSET
+    signals: RecallSignals = msgspec.field(name="_signals")
+    # with include_relations: GET /v1/memories/{id}/relations's list for the memory
+    relations: list[LinkedRelation] | UnsetType = UNSET
+
+
+class StoreAnswer(Struct):
+    """The contract's answer, with `memory` beside it for MemoClaw's MCP server, which reads
+    `result.memory || result` and needs the memory's id and content."""
+
+    id: str
+    stored: bool
+    deduplicated: bool
+    tokens_used: int
+    memory: Memory
+
+
+class StoreBatchAnswer(Struct):
+    ids: list[str]
+    stored: bool
+    count: int
+    deduplicated_count: int
+    tokens_used: int
+    memories: list[Memory]  # the stored memories, in order: MemoClaw's MCP server shows these
+
+
+class RecallAnswer(Struct):
+    memories: list[RecalledMemory]
+    query_tokens: int
+
+
+class MemoryPage(Struct):
+    memories: list[Memory]
+    total: int  # how many match, beyond this page
+    limit: int
+    offset: int
+
+
+class MemoryCount(Struct):
+    count: int
+
+
+class SearchAnswer(Struct):
+    memories: list[Memory]
+    total: int
+    query: str
+
+
+class FeedbackAnswer(Struct):
+    id: str
+    counted: bool  # false: not helpful, or already counted within the day
+    access_count: int
+    accessed_at: str
+
+
+class UpdatedMemory(Memory, kw_only=True):
+    tokens_used: int
+
+
+class BatchUpdateResult(Struct, kw_only=True):
+    id: str
+    updated: bool
+    error: str | UnsetType = UNSET
+
+
+class BatchUpdateError(Struct):
+    id: str
+    status: int  # the HTTP status the error would have on its own
+    message: str
+
+
+class BatchUpdateAnswer(Struct):
+    results: list[BatchUpdateResult]
+    updated: int
+    failed: int
+    errors: list[BatchUpdateError]
+    tokens_used: int
+
+
+class MemoryDeleted(Struct):
+    deleted: bool
+    id: str
+
+
+class DeleteResult(Struct, kw_only=True):
+    id: str
+    deleted: bool
+    error: str | UnsetType = UNSET
+
+
+class DeleteManyAnswer(Struct):
+    deleted: int
+    results: list[DeleteResult]
+
+
+class NamespaceCount(Struct):
+    name: str
+    count: int
+    last_memory_at: str
+
+
+class NamespaceList(Struct):
+    namespaces: list[NamespaceCount]
+    total: int
+
+
+class TypeCount(Struct):
+    memory_type: MemoryType
+    count: int
+
+
+class NamespaceTotal(Struct):
+    namespace: str
+    count: int
+
+
+class MemoryStats(Struct, kw_only=True):
+    total_memories: int
+    pinned_count: int
+    never_accessed: int
+    total_accesses: int
+    avg_importance: float
+    # no memories, no oldest/newest (MemoClaw's MCP server types them strings)
+    oldest_memory: str | UnsetType = UNSET
+    newest_memory: str | UnsetType = UNSET
+    by_type: list[TypeCount]
+    by_namespace: list[NamespaceTotal]
+
+
+def tags_of(row: Any) -> list[str]:
+    return list((row["metadata"] or {}).get("tags") or [])
+
+
+def memory_fields(row: Any) -> dict[str, Any]:
+    """A stored memory's fields as a Memory has them, for it and the answers that extend it."""
+    return {
+        "id": str(row["id"]),
+        "user_id": row["user_id"],
+        "namespace": row["namespace"],
+        "content": row["content"],
+        "embedding_model": row["embedding_model"],
+        "metadata": row["metadata"] or {},
+        "importance": float(row["importance"]),
+        "memory_type": row["memory_type"],
+        "session_id": absent_if_none(row["session_id"]),
+        "agent_id": absent_if_none(row["agent_id"]),
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "accessed_at": iso(row["accessed_at"]),
+        "access_count": int(row["access_count"]),
+        "deleted_at": absent_if_none(iso(row["deleted_at"])),
+        "expires_at": absent_if_none(iso(row["expires_at"])),
+        "pinned": bool(row["pinned"]),
+        "immutable": bool(row["immutable"]),
+        "tags": tags_of(row),
+        **event_time_fields(row),
+    }
+
+
+def event_time_fields(row: Any) -> dict[str, Any]:
     """occurred_at / mentioned_at when the memory has an event time (else left out)."""
     if row.get("occurred_at") is None:
         return {}
     return {"occurred_at": iso(row["occurred_at"]), "mentioned_at": iso(row["mentioned_at"])}
 
 
-# Memory fields that may have no value. A memory omits them then instead of sending `null`:
-# MemoClaw's MCP server declares them strings in its tools' output schemas, so a strict MCP
-# client rejects a null, while the SDK's models default each of them to None
-# (docs/api-contract.md, "What MemoClaw's clients send").
-OPTIONAL_MEMORY_FIELDS = ("session_id", "agent_id", "expires_at", "deleted_at")
+def memory_to_wire(row: Any) -> Memory:
+    return Memory(**memory_fields(row))
 
 
-def without_empty(memory: dict[str, Any]) -> dict[str, Any]:
-    """`memory` without the optional fields that hold no value."""
-    return {k: v for k, v in memory.items() if v is not None or k not in OPTIONAL_MEMORY_FIELDS}
-
-
-def memory_to_wire(row: Any) -> dict[str, Any]:
-    """A stored memory as MemoClaw's clients parse it: never a null (the SDK breaks on null
-    metadata/pinned/accessed_at; optional fields without a value are left out)."""
-    return without_empty(
-        {
-            "id": str(row["id"]),
-            "user_id": row["user_id"],
-            "namespace": row["namespace"],
-            "content": row["content"],
-            "embedding_model": row["embedding_model"],
-            "metadata": row["metadata"] or {},
-            "importance": float(row["importance"]),
-            "memory_type": row["memory_type"],
-            "session_id": row["session_id"],
-            "agent_id": row["agent_id"],
-            "created_at": iso(row["created_at"]),
-            "updated_at": iso(row["updated_at"]),
-            "accessed_at": iso(row["accessed_at"]),
-            "access_count": int(row["access_count"]),
-            "deleted_at": iso(row["deleted_at"]),
-            "expires_at": iso(row["expires_at"]),
-            "pinned": bool(row["pinned"]),
-            "immutable": bool(row["immutable"]),
-            "tags": list((row["metadata"] or {}).get("tags") or []),
-            **event_time_to_wire(row),
-        }
+def recalled_to_wire(item: Any, content: str | None = None) -> RecalledMemory:
+    """A recall result (memory/service.py `Recalled`); `content` replaces the memory's own."""
+    row, signals = item.row, item.signals
+    return RecalledMemory(
+        id=str(row["id"]),
+        content=row["content"] if content is None else content,
+        similarity=round(signals.vector, 6),
+        score=round(signals.score, 6),
+        metadata=row["metadata"] or {},
+        tags=tags_of(row),
+        importance=float(row["importance"]),
+        namespace=row["namespace"],
+        memory_type=row["memory_type"],
+        session_id=absent_if_none(row["session_id"]),
+        agent_id=absent_if_none(row["agent_id"]),
+        created_at=iso(row["created_at"]),
+        updated_at=iso(row["updated_at"]),
+        access_count=int(row["access_count"]) + item.accesses_counted,
+        pinned=bool(row["pinned"]),
+        immutable=bool(row["immutable"]),
+        **event_time_fields(row),
+        signals=RecallSignals(**signals.to_wire()),
     )
-
-
-def recalled_to_wire(item: Any) -> dict[str, Any]:
-    """A recall result (memory/service.py `Recalled`): the memory and its signals."""
-    row = item.row
-    return without_empty({
-        "id": str(row["id"]),
-        "content": row["content"],
-        "similarity": round(item.signals.vector, 6),
-        "score": round(item.signals.score, 6),
-        "metadata": row["metadata"] or {},
-        "tags": list((row["metadata"] or {}).get("tags") or []),
-        "importance": float(row["importance"]),
-        "namespace": row["namespace"],
-        "memory_type": row["memory_type"],
-        "session_id": row["session_id"],
-        "agent_id": row["agent_id"],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "access_count": int(row["access_count"]) + item.accesses_counted,
-        "pinned": bool(row["pinned"]),
-        "immutable": bool(row["immutable"]),
-        **event_time_to_wire(row),
-        "_signals": item.signals.to_wire(),
-    })  # fmt: skip

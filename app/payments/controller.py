@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get
 
 from app.api.params import Conn, Limit100, Offset, WalletRequest
 from app.kit.schemas import iso
 from app.payments import repository
+from app.payments.schemas import Payment, PaymentPage
 
 
 class PaymentsController(Controller):
@@ -18,27 +17,23 @@ class PaymentsController(Controller):
     @get("/")
     async def list_payments(
         self, request: WalletRequest, conn: Conn, limit: Limit100 = 20, offset: Offset = 0
-    ) -> dict[str, Any]:
+    ) -> PaymentPage:
         rows, total = await repository.list_for_wallet(conn, request.user, limit, offset)
-        return {
-            "payments": [
-                {
-                    "id": str(r["id"]),
-                    "payer": r["payer"],
-                    "wallet": r["wallet"],
-                    "amount": str(r["amount"]),
-                    "asset": r["asset"],
-                    "network": r["network"],
-                    "endpoint": r["endpoint"],
-                    "nonce": r["nonce"],
-                    "request_id": r["request_id"],
-                    "status": r["status"],
-                    "tx_hash": r["tx_hash"],
-                    "created_at": iso(r["created_at"]),
-                }
-                for r in rows
-            ],
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-        }
+        payments = [
+            Payment(
+                id=str(r["id"]),
+                payer=r["payer"],
+                wallet=r["wallet"],
+                amount=str(r["amount"]),
+                asset=r["asset"],
+                network=r["network"],
+                endpoint=r["endpoint"],
+                nonce=r["nonce"],
+                request_id=r["request_id"],
+                status=r["status"],
+                tx_hash=r["tx_hash"],
+                created_at=iso(r["created_at"]),
+            )
+            for r in rows
+        ]
+        return PaymentPage(payments, total, limit, offset)

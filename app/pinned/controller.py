@@ -4,22 +4,23 @@ win over /v1/memories/{id} in Litestar's router, whatever the registration order
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, Offset, PageLimit, WalletRequest
 from app.kit.schemas import nfc_names
 from app.memory.repository import MemoryFilter
-from app.memory.schemas import memory_to_wire
-from app.pinned.schemas import PinIn
+from app.memory.schemas import MemoryPage, memory_to_wire
+from app.pinned.schemas import PinIn, Pinned, Unpinned
 from app.pinned.service import PinnedService, pinned_id
 
 BASES = ("/memories/core", "/core-memories", "/core")
 DEFAULT_LIMIT = 100
+# pinning changes the memory: an immutable one cannot be pinned or unpinned
+PIN_ERRORS = error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY)
 
 
 class PinnedController(Controller):
@@ -37,7 +38,7 @@ class PinnedController(Controller):
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryPage:
         f = MemoryFilter(
             wallet=request.user,
             namespace=nfc_names(namespace),
@@ -45,31 +46,29 @@ class PinnedController(Controller):
             agent_id=agent_id,
         )
         rows, total = await pinned_service.list_core(conn, f, limit, offset)
-        return {
-            "memories": [memory_to_wire(r) for r in rows],
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-        }
+        return MemoryPage([memory_to_wire(r) for r in rows], total, limit, offset)
 
-    @post(list(BASES), status_code=HTTP_200_OK)
+    @post(list(BASES), status_code=HTTP_200_OK, responses=PIN_ERRORS)
     async def pin(
         self,
         request: WalletRequest,
         conn: Conn,
         pinned_service: NamedDependency[PinnedService],
         data: JSONBody[PinIn],
-    ) -> dict[str, Any]:
+    ) -> Pinned:
         memory_id = await pinned_service.set_pinned(conn, request.user, pinned_id(data), True)
-        return {"pinned": True, "id": str(memory_id)}
+        return Pinned(True, str(memory_id))
 
-    @delete([f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK)
+    @delete(
+        [f"{base}/{{memory_id:str}}" for base in BASES], status_code=HTTP_200_OK,
+        responses=PIN_ERRORS,
+    )  # fmt: skip
     async def unpin(
         self,
         request: WalletRequest,
         conn: Conn,
         pinned_service: NamedDependency[PinnedService],
         memory_id: FromPath[str],
-    ) -> dict[str, Any]:
+    ) -> Unpinned:
         unpinned = await pinned_service.set_pinned(conn, request.user, memory_id, False)
-        return {"unpinned": True, "id": str(unpinned)}
+        return Unpinned(True, str(unpinned))

@@ -1,10 +1,10 @@
-"""Wire structs for core memories: the pin request."""
+"""Wire structs for core memories: the pin request and its answers."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from msgspec import Meta
+from msgspec import Meta, Struct
 
 from app.kit.schemas import StrictStruct
 
@@ -16,3 +16,13 @@ class PinIn(StrictStruct):
 
     memory_id: MemoryId | None = None
     id: MemoryId | None = None
+
+
+class Pinned(Struct):
+    pinned: bool
+    id: str
+
+
+class Unpinned(Struct):
+    unpinned: bool
+    id: str

@@ -6,20 +6,25 @@ The paths sit one or two segments below /v1/memories/{id}, so they never compete
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.api.openapi import NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, WalletRequest
 from app.relations.schemas import (
     DEFAULT_GRAPH_DEPTH,
     DEFAULT_GRAPH_LIMIT,
     MAX_GRAPH_DEPTH,
     MAX_GRAPH_LIMIT,
+    MemoryGraph,
+    Relation,
+    RelationDeleted,
     RelationIn,
+    RelationList,
     edge_to_wire,
     linked_to_wire,
     node_to_wire,
@@ -36,7 +41,14 @@ class RelationController(Controller):
     path = "/v1/memories"
     tags = ["relations"]
 
-    @post("/{memory_id:str}/relations", status_code=HTTP_201_CREATED)
+    @post(
+        "/{memory_id:str}/relations",
+        status_code=HTTP_201_CREATED,
+        responses=error_responses(
+            not_found="No memory with this id, or no target memory, among the caller's memories",
+            conflict="The memories are already related this way (`details.relation_id`)",
+        ),
+    )
     async def create_relation(
         self,
         request: WalletRequest,
@@ -44,19 +56,23 @@ class RelationController(Controller):
         relations_service: Relations,
         memory_id: FromPath[str],
         data: JSONBody[RelationIn],
-    ) -> dict[str, Any]:
+    ) -> Relation:
         row = await relations_service.create(conn, request.user, memory_id, data)
         return relation_to_wire(row)
 
-    @get("/{memory_id:str}/relations")
+    @get("/{memory_id:str}/relations", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def list_relations(
         self, request: WalletRequest, conn: Conn, relations_service: Relations,
         memory_id: FromPath[str],
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> RelationList:  # fmt: skip
         rows = await relations_service.list_for(conn, request.user, memory_id)
-        return {"relations": [linked_to_wire(r) for r in rows]}
+        return RelationList([linked_to_wire(r) for r in rows])
 
-    @delete("/{memory_id:str}/relations/{relation_id:str}", status_code=HTTP_200_OK)
+    @delete(
+        "/{memory_id:str}/relations/{relation_id:str}",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found="The memory has no relation with this id"),
+    )
     async def delete_relation(
         self,
         request: WalletRequest,
@@ -64,11 +80,11 @@ class RelationController(Controller):
         relations_service: Relations,
         memory_id: FromPath[str],
         relation_id: FromPath[str],
-    ) -> dict[str, Any]:
+    ) -> RelationDeleted:
         deleted = await relations_service.delete(conn, request.user, memory_id, relation_id)
-        return {"deleted": True, "id": str(deleted)}
+        return RelationDeleted(True, str(deleted))
 
-    @get("/{memory_id:str}/graph")
+    @get("/{memory_id:str}/graph", responses=error_responses(not_found=NO_SUCH_MEMORY))
     async def graph(
         self,
         request: WalletRequest,
@@ -78,15 +94,10 @@ class RelationController(Controller):
         depth: GraphDepth = DEFAULT_GRAPH_DEPTH,
         limit: GraphLimit = DEFAULT_GRAPH_LIMIT,
         relation_types: FromQuery[list[str] | None] = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryGraph:
         """`depth` in the answer is the depth asked for; each node carries its own."""
         graph = await relations_service.graph(
             conn, request.user, memory_id, depth, limit, relation_types
         )
         nodes = [node_to_wire(n) for n in graph.nodes]
-        return {
-            "root": nodes[0],
-            "nodes": nodes,
-            "edges": [edge_to_wire(e) for e in graph.edges],
-            "depth": depth,
-        }
+        return MemoryGraph(nodes[0], nodes, [edge_to_wire(e) for e in graph.edges], depth)

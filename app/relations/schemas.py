@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from msgspec import Meta
+from msgspec import Meta, Struct
 
 from app.kit.schemas import Metadata, StrictStruct, iso
 
@@ -29,58 +29,126 @@ class RelationIn(StrictStruct):
     metadata: Metadata | None = None
 
 
-def relation_to_wire(row: Any) -> dict[str, Any]:
-    """A created relation: the SDK's `Relation` (id, source_id, target_id, relation_type,
-    created_at required)."""
-    return {
-        "id": str(row["id"]),
-        "source_id": str(row["source_id"]),
-        "target_id": str(row["target_id"]),
-        "relation_type": row["relation_type"],
-        "metadata": row["metadata"] or {},
-        "created_at": iso(row["created_at"]),
-    }
+# ---- answers -----------------------------------------------------------------------------------
 
 
-def linked_to_wire(row: Any) -> dict[str, Any]:
+class Relation(Struct):
+    """A created relation: the SDK's `Relation` (every field required there)."""
+
+    id: str
+    source_id: str
+    target_id: str
+    relation_type: RelationType
+    metadata: Metadata
+    created_at: str
+
+
+class LinkedMemory(Struct):
+    """The memory at the other end of a relation."""
+
+    id: str
+    content: str
+    importance: float
+    memory_type: str  # app/memory/schemas.py's MemoryType (which imports these answers)
+    namespace: str
+
+
+class LinkedRelation(Struct):
     """One relation as seen from one of its memories: the SDK's `RelationWithMemory`, with the
     memory at the other end, and the relation's own ends beside it (MemoClaw's CLI reads
     `target_id`; its MCP server's output schema requires `source_id` and `target_id`)."""
+
+    id: str
+    source_id: str
+    target_id: str
+    relation_type: RelationType
+    direction: Literal["outgoing", "incoming"]
+    memory: LinkedMemory
+    metadata: Metadata
+    created_at: str
+
+
+class RelationList(Struct):
+    relations: list[LinkedRelation]
+
+
+class RelationDeleted(Struct):
+    deleted: bool
+    id: str
+
+
+class GraphNode(Struct):
+    id: str
+    content: str
+    importance: float
+    memory_type: str
+    namespace: str
+    depth: int  # relations from the root
+
+
+class GraphEdge(Struct):
+    id: str
+    source_id: str
+    target_id: str
+    relation_type: RelationType
+
+
+class MemoryGraph(Struct):
+    """The SDK's `MemoryGraphResponse`: `depth` is the depth asked for; each node has its own."""
+
+    root: GraphNode
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    depth: int
+
+
+def relation_to_wire(row: Any) -> Relation:
+    return Relation(
+        id=str(row["id"]),
+        source_id=str(row["source_id"]),
+        target_id=str(row["target_id"]),
+        relation_type=row["relation_type"],
+        metadata=row["metadata"] or {},
+        created_at=iso(row["created_at"]),
+    )
+
+
+def linked_to_wire(row: Any) -> LinkedRelation:
     anchor, other = str(row["anchor_id"]), str(row["other_id"])
     outgoing = row["direction"] == "outgoing"
-    return {
-        "id": str(row["id"]),
-        "source_id": anchor if outgoing else other,
-        "target_id": other if outgoing else anchor,
-        "relation_type": row["relation_type"],
-        "direction": row["direction"],
-        "memory": {
-            "id": str(row["other_id"]),
-            "content": row["content"],
-            "importance": float(row["importance"]),
-            "memory_type": row["memory_type"],
-            "namespace": row["namespace"],
-        },
-        "metadata": row["metadata"] or {},
-        "created_at": iso(row["created_at"]),
-    }
+    return LinkedRelation(
+        id=str(row["id"]),
+        source_id=anchor if outgoing else other,
+        target_id=other if outgoing else anchor,
+        relation_type=row["relation_type"],
+        direction=row["direction"],
+        memory=LinkedMemory(
+            id=str(row["other_id"]),
+            content=row["content"],
+            importance=float(row["importance"]),
+            memory_type=row["memory_type"],
+            namespace=row["namespace"],
+        ),
+        metadata=row["metadata"] or {},
+        created_at=iso(row["created_at"]),
+    )
 
 
-def node_to_wire(row: Any) -> dict[str, Any]:
-    return {
-        "id": str(row["id"]),
-        "content": row["content"],
-        "importance": float(row["importance"]),
-        "memory_type": row["memory_type"],
-        "namespace": row["namespace"],
-        "depth": int(row["depth"]),
-    }
+def node_to_wire(row: Any) -> GraphNode:
+    return GraphNode(
+        id=str(row["id"]),
+        content=row["content"],
+        importance=float(row["importance"]),
+        memory_type=row["memory_type"],
+        namespace=row["namespace"],
+        depth=int(row["depth"]),
+    )
 
 
-def edge_to_wire(row: Any) -> dict[str, Any]:
-    return {
-        "id": str(row["id"]),
-        "source_id": str(row["source_id"]),
-        "target_id": str(row["target_id"]),
-        "relation_type": row["relation_type"],
-    }
+def edge_to_wire(row: Any) -> GraphEdge:
+    return GraphEdge(
+        id=str(row["id"]),
+        source_id=str(row["source_id"]),
+        target_id=str(row["target_id"]),
+        relation_type=row["relation_type"],
+    )

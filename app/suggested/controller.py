@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, get
 from litestar.di import NamedDependency
@@ -10,15 +10,9 @@ from litestar.params import FromQuery, QueryParameter
 
 from app.api.params import Conn, WalletRequest
 from app.kit.schemas import nfc_names
-from app.memory.schemas import memory_to_wire
 from app.suggested.repository import SuggestionFilter
-from app.suggested.service import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
-    Category,
-    SuggestedService,
-    suggestion_to_wire,
-)
+from app.suggested.schemas import Category, CategoryCounts, SuggestedAnswer, suggested_to_wire
+from app.suggested.service import DEFAULT_LIMIT, MAX_LIMIT, SuggestedService
 
 
 class SuggestedController(Controller):
@@ -36,13 +30,11 @@ class SuggestedController(Controller):
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+    ) -> SuggestedAnswer:
         f = SuggestionFilter(
             wallet=request.user, namespace=nfc_names(namespace), session_id=session_id,
             agent_id=agent_id, category=category,
         )  # fmt: skip
         rows, counts, total = await suggested_service.suggested(conn, f, limit)
-        suggested = [{**memory_to_wire(r), **suggestion_to_wire(r)} for r in rows]
-        # `suggestions`: the same list under the name MemoClaw's CLI and MCP server read
-        return {"suggested": suggested, "suggestions": suggested, "categories": counts,
-                "total": total}  # fmt: skip
+        suggested = [suggested_to_wire(r) for r in rows]
+        return SuggestedAnswer(suggested, suggested, CategoryCounts(**counts), total)

@@ -28,16 +28,13 @@ effective_importance, type_decay (pinned: 1), the half-lives, the relation stret
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 import asyncpg
 
 from app.memory import scoring
 from app.suggested import repository as repo
 from app.suggested.repository import SuggestionFilter, SuggestionRules
+from app.suggested.schemas import CATEGORIES
 
-Category = Literal["stale", "fresh", "hot", "decaying"]
-CATEGORIES: tuple[Category, ...] = ("stale", "fresh", "hot", "decaying")
 MAX_LIMIT = 50  # contract: limit ≤ 50
 DEFAULT_LIMIT = 10
 
@@ -69,12 +66,3 @@ class SuggestedService:
         counts: dict[str, int] = {name: found.get(name, 0) for name in CATEGORIES}
         total = counts[f.category] if f.category else sum(counts.values())
         return rows, counts, total
-
-
-def suggestion_to_wire(row: Any) -> dict[str, Any]:
-    """The suggestion fields MemoClaw's SDK parses, beside the memory's own."""
-    return {
-        "relation_count": int(row["relation_count"]),
-        "category": row["category"],
-        "review_score": round(min(max(float(row["review_score"]), 0.0), 1.0), 6),
-    }

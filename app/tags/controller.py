@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 
 from app.api.params import Conn, WalletRequest
 from app.kit.schemas import nfc_names
+from app.tags.schemas import TagCount, TagList
 from app.tags.service import TagService
 
 
@@ -26,12 +25,10 @@ class TagController(Controller):
         namespace: FromQuery[str | None] = None,
         session_id: FromQuery[str | None] = None,
         agent_id: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+    ) -> TagList:
         counted = await tags_service.tag_counts(
             conn, request.user, nfc_names(namespace), session_id, agent_id
         )
-        return {
-            "tags": [{"tag": tag, "count": count} for tag, count in counted],
-            "counts": dict(counted),
-            "total": len(counted),
-        }
+        return TagList(
+            [TagCount(tag, count) for tag, count in counted], dict(counted), len(counted)
+        )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, MediaType, get, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromQuery, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
@@ -17,7 +18,9 @@ from app.memory.service import list_filter
 from app.transfer.schemas import (
     IMPORT_MAX_BODY_BYTES,
     NDJSON_MEDIA_TYPES,
+    ExportEnvelope,
     ExportFormat,
+    ImportAnswer,
     ImportIn,
     ImportItems,
     JsonLines,
@@ -36,7 +39,18 @@ class TransferController(Controller):
 
     # `conn` is taken although the stream reads on a connection of its own: the request's
     # transaction is where the wallet's free-tier count is read for x-free-tier-remaining.
-    @get("/export")
+    @get(
+        "/export",
+        responses={
+            200: ResponseSpec(
+                ExportEnvelope,
+                generate_examples=False,
+                description="The export, streamed. With format=jsonl and Accept:"
+                " application/x-ndjson, the bare lines instead (application/x-ndjson): one"
+                " memory object (GET /v1/memories items) per line, no envelope.",
+            )
+        },
+    )
     async def export(
         self,
         request: WalletRequest,
@@ -83,7 +97,7 @@ class TransferController(Controller):
         conn: Conn,
         transfer_service: Transfers,
         data: JSONBody[ImportIn | ImportItems],
-    ) -> dict[str, Any]:
+    ) -> ImportAnswer:
         items = data if isinstance(data, list) else transfer_service.check_envelope(data)
         report = await transfer_service.import_memories(conn, request.user, items)
-        return {"imported": report.imported, "skipped": report.skipped}
+        return ImportAnswer(report.imported, report.skipped)

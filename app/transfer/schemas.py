@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import Meta, Struct
 
 from app.kit.schemas import StrictStruct
-from app.memory.schemas import StoreIn, memory_to_wire
+from app.memory.schemas import Memory, StoreIn, memory_to_wire
 
 ExportFormat = Literal["json", "jsonl", "csv", "markdown"]
 # What an Accept header names to get format=jsonl as bare lines rather than the JSON envelope.
@@ -62,6 +62,21 @@ class ImportIn(StrictStruct):
     memories: ImportItems
     format: str | None = None
     count: int | None = None
+
+
+class ImportAnswer(Struct):
+    imported: int
+    skipped: int  # items already held (the same content) or expired
+
+
+class ExportEnvelope(Struct):
+    """GET /v1/export's answer, as the documents below write it piece by piece (declared for
+    the OpenAPI document): `memories` holds memory objects for json and jsonl, and one string,
+    the rendered document, for csv and markdown."""
+
+    format: ExportFormat
+    memories: list[Memory | str]
+    count: int
 
 
 # ---- export documents --------------------------------------------------------------------------
@@ -139,7 +154,9 @@ class TextDocument(ExportDocument):
         return head + _json_string_body(self.head())
 
     def rows(self, rows: Sequence[Any]) -> bytes:
-        return _json_string_body(self.render([memory_to_wire(r) for r in rows]))
+        return _json_string_body(
+            self.render([msgspec.to_builtins(memory_to_wire(r)) for r in rows])
+        )
 
     def end(self, count: int) -> bytes:
         return b'"],"count":' + str(count).encode() + b"}"

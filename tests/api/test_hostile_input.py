@@ -299,14 +299,14 @@ def test_namespaces_and_tags_are_one_name_whatever_the_unicode_form(server: str)
 
 # ---- defect 5: parameters checked before the transaction opens -----------------------------
 
-# The dependencies every handler may share a batch with the transaction: they hand out services
-# built at startup and cannot fail (app/asgi.py `_from_state`).
+
 def test_no_dependency_that_can_fail_runs_beside_the_transaction() -> None:
     """Litestar resolves a batch of dependencies in one anyio task group: one failing (a 422)
     cancels the transaction beside it half-way. Every dependency that checks input must come in
     an earlier batch."""
     app = create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
-    # the services create_app builds once and hands out by name cannot fail
+    # the dependencies that may share a batch with the transaction: services built at startup
+    # and handed out by name (app/asgi.py `_from_state`), which cannot fail
     infallible = set(app.state.dict())
     assert {"memory_service", "relations_service", "free_tier"} <= infallible
     checked = 0

@@ -3,8 +3,10 @@
 bounded run) and bench/schemathesis_run.py (a long one).
 
 Auth: a hooks module (`tests.support.schemathesis_hooks`) signs a fresh x-wallet-auth header for
-one wallet every 30 s, so runs longer than the header's window stay authenticated. The check is
-`not_a_server_error`: no answer may be a 5xx. Counts come from schemathesis's JSON report.
+one wallet every 30 s, so runs longer than the header's window stay authenticated. The checks
+(CHECKS): no answer may be a 5xx, each status must be one the operation declares, and each JSON
+body must match the schema declared for its status (the typed answers and ErrorBody). Counts
+come from schemathesis's JSON report.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from eth_account import Account
 PROJECT = Path(__file__).resolve().parents[2]
 ST = Path(sys.executable).with_name("st")
 HOOKS = "tests.support.schemathesis_hooks"
+CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance"
 
 
 @dataclass
@@ -62,7 +65,7 @@ def run(base_url: str, mode: str, max_examples: int, max_seconds: int, report_di
     args = [
         str(ST), "run", f"{base_url}/docs/openapi.json", "--phases=coverage,fuzzing",
         "--mode", mode, "--max-examples", str(max_examples), "--max-time", str(max_seconds),
-        "--checks", "not_a_server_error", "--workers", str(workers), "--no-color",
+        "--checks", CHECKS, "--workers", str(workers), "--no-color",
         "--report", "json", "--report-json-path", str(report), "--request-timeout", "60",
     ]  # fmt: skip
     # run in the report directory: schemathesis keeps a cache (.schemathesis/) where it runs
