@@ -26,6 +26,7 @@ from app.kit.schemas import (
     parse_time,
     reject_nul,
 )
+from app.memory.scoring import Signals
 from app.relations.schemas import LinkedRelation
 
 MAX_CONTENT_CHARS = 8192
@@ -282,23 +283,6 @@ class Memory(Struct, kw_only=True):
     mentioned_at: str | UnsetType = UNSET
 
 
-class RecallSignals(Struct):
-    """What a recall result's score is made of (app/memory/scoring.py `Signals`)."""
-
-    vector: float
-    keyword: float
-    recency: float
-    base_importance: float
-    effective_importance: float
-    context_importance: float
-    relation_count: int
-    type_decay: float
-    access_boost: float
-    score: float
-    event_time_boost: float
-    carried: float
-
-
 class RecalledMemory(Struct, kw_only=True):
     """A recall result: the memory, how similar and how well it scored, and why."""
 
@@ -320,7 +304,7 @@ class RecalledMemory(Struct, kw_only=True):
     immutable: bool
     occurred_at: str | UnsetType = UNSET
     mentioned_at: str | UnsetType = UNSET
-    signals: RecallSignals = msgspec.field(name="_signals")
+    signals: Signals = msgspec.field(name="_signals")
     # with include_relations: GET /v1/memories/{id}/relations's list for the memory
     relations: list[LinkedRelation] | UnsetType = UNSET
 
@@ -510,5 +494,5 @@ def recalled_to_wire(item: Any, content: str | None = None) -> RecalledMemory:
         pinned=bool(row["pinned"]),
         immutable=bool(row["immutable"]),
         **event_time_fields(row),
-        signals=RecallSignals(**signals.to_wire()),
+        signals=signals.rounded(),
     )

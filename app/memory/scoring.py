@@ -57,8 +57,9 @@ on conv-42/43: README, "Recall").
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+
+import msgspec
 
 VECTOR_WEIGHT = 0.55
 KEYWORD_WEIGHT = 0.25
@@ -109,8 +110,9 @@ CONTINUATION_FOLLOW = 2
 CONTINUATION_MAX_GAP = timedelta(hours=1)
 
 
-@dataclass(frozen=True)
-class Signals:
+class Signals(msgspec.Struct, frozen=True):
+    """What a recall result's score is made of; sent as a result's `_signals`."""
+
     vector: float
     keyword: float
     recency: float
@@ -124,8 +126,12 @@ class Signals:
     event_time_boost: float = 1.0  # × (1 + EVENT_TIME_BOOST) when the query names its time
     carried: float = 0.0  # the score a first-round hit passed on (second round), else 0
 
-    def to_wire(self) -> dict[str, float | int]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+    def rounded(self) -> Signals:
+        """The signals as the wire carries them: floats to 6 decimals."""
+        values = msgspec.structs.asdict(self)
+        return msgspec.structs.replace(
+            self, **{k: round(v, 6) for k, v in values.items() if isinstance(v, float)}
+        )
 
 
 def _days_between(later: datetime, earlier: datetime) -> float:
@@ -213,7 +219,7 @@ def with_event_time(signals: Signals, in_query_window: bool) -> Signals:
     if not in_query_window:
         return signals
     boost = 1.0 + EVENT_TIME_BOOST
-    return replace(signals, event_time_boost=boost, score=signals.score * boost)
+    return msgspec.structs.replace(signals, event_time_boost=boost, score=signals.score * boost)
 
 
 def carried_score(seed_score: float, hops: int) -> float:
@@ -225,4 +231,4 @@ def with_carried(signals: Signals, carried: float) -> Signals:
     """A second-round memory's signals: it scores the higher of its own and what it carried."""
     if carried <= signals.carried:
         return signals
-    return replace(signals, carried=carried, score=max(signals.score, carried))
+    return msgspec.structs.replace(signals, carried=carried, score=max(signals.score, carried))
