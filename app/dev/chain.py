@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
 
 import platformdirs
@@ -334,12 +333,7 @@ class DevChain:
     def __enter__(self) -> DevChain:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     @property
