@@ -113,7 +113,13 @@ class MemoryController(Controller):
     ) -> StoreAnswer:
         outcome, tokens = await memory_service.store(conn, request.user, data)
         memory = memory_to_wire(outcome.row)
-        return StoreAnswer(memory.id, True, outcome.deduplicated, tokens, memory)
+        return StoreAnswer(
+            id=memory.id,
+            stored=True,
+            deduplicated=outcome.deduplicated,
+            tokens_used=tokens,
+            memory=memory,
+        )
 
     @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
     async def store_batch(

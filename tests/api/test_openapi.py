@@ -4,6 +4,7 @@ match what the document declares for them."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -16,8 +17,10 @@ from litestar.testing import AsyncTestClient
 from openapi_spec_validator import validate
 
 from app.api.ratelimit import EXCLUDE_OPT_KEY as UNLIMITED_OPT_KEY
+from app.asgi import create_app
 from app.auth.middleware import EXCLUDE_OPT_KEY as PUBLIC_OPT_KEY
 from app.auth.signature import sign_header
+from app.config import Settings
 from app.payments.network import network_named
 from app.payments.offers import Offer, challenge
 from app.payments.prices import price_of
@@ -29,8 +32,16 @@ METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 
 @pytest.fixture(scope="module")
-async def document(client: AsyncTestClient[Litestar]) -> dict[str, Any]:
-    r = await client.get(DOCUMENT)
+async def api(settings: Settings) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    """An app of this module's own: the session's shared one has its lifespan run again by
+    tests that serve it with uvicorn, which closes its pool."""
+    async with AsyncTestClient(app=create_app(settings), timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def document(api: AsyncTestClient[Litestar]) -> dict[str, Any]:
+    r = await api.get(DOCUMENT)
     assert r.status_code == 200
     doc: dict[str, Any] = r.json()
     return doc
@@ -102,11 +113,13 @@ def test_every_error_answer_is_an_error_body(document: dict[str, Any]) -> None:
             assert op["responses"][status]["description"], (method, path, status)
 
 
-def test_errors_follow_the_routes_metadata(app: Litestar, document: dict[str, Any]) -> None:
+def test_errors_follow_the_routes_metadata(
+    api: AsyncTestClient[Litestar], document: dict[str, Any]
+) -> None:
     """402 exactly where a price is declared, 401 unless public, 429 unless unlimited, 422
     wherever there is input, 503 everywhere."""
     checked = 0
-    for route in app.routes:
+    for route in api.app.routes:
         for handler in getattr(route, "route_handlers", ()):
             if not isinstance(handler, HTTPRouteHandler):
                 continue
@@ -130,17 +143,17 @@ def test_errors_follow_the_routes_metadata(app: Litestar, document: dict[str, An
 
 
 async def test_answers_match_their_declared_schemas(
-    client: AsyncTestClient[Litestar], wallet: LocalAccount, document: dict[str, Any]
+    api: AsyncTestClient[Litestar], wallet: LocalAccount, document: dict[str, Any]
 ) -> None:
     h = headers_of(wallet)
-    stored = await client.post(
+    stored = await api.post(
         "/v1/store",
         json={"content": "The staging database moved to Frankfurt", "tags": ["infra"]},
         headers=h,
     )
     check_answer(document, "POST", "/v1/store", stored)
     # a memory with every optional field, and one without: both match Memory
-    full = await client.post(
+    full = await api.post(
         "/v1/store",
         json={
             "content": "Deploys happen on Fridays after the standup yesterday",
@@ -153,27 +166,27 @@ async def test_answers_match_their_declared_schemas(
     memory_id = stored.json()["id"]
 
     answers = [
-        ("POST", "/v1/recall", await client.post(
+        ("POST", "/v1/recall", await api.post(
             "/v1/recall", json={"query": "where is the database", "include_relations": True},
             headers=h,
         )),
-        ("GET", "/v1/memories", await client.get("/v1/memories", headers=h)),
-        ("GET", "/v1/memories/{memory_id}", await client.get(
+        ("GET", "/v1/memories", await api.get("/v1/memories", headers=h)),
+        ("GET", "/v1/memories/{memory_id}", await api.get(
             f"/v1/memories/{memory_id}", headers=h
         )),
-        ("GET", "/v1/stats", await client.get("/v1/stats", headers=h)),
-        ("GET", "/v1/suggested", await client.get("/v1/suggested", headers=h)),
-        ("GET", "/v1/free-tier/status", await client.get("/v1/free-tier/status", headers=h)),
-        ("GET", "/health", await client.get("/health")),
+        ("GET", "/v1/stats", await api.get("/v1/stats", headers=h)),
+        ("GET", "/v1/suggested", await api.get("/v1/suggested", headers=h)),
+        ("GET", "/v1/free-tier/status", await api.get("/v1/free-tier/status", headers=h)),
+        ("GET", "/health", await api.get("/health")),
         # errors
-        ("GET", "/v1/memories/{memory_id}", await client.get(
+        ("GET", "/v1/memories/{memory_id}", await api.get(
             "/v1/memories/00000000-0000-0000-0000-000000000000", headers=h
         )),
-        ("POST", "/v1/store", await client.post("/v1/store", json={"content": ""}, headers=h)),
-        ("PATCH", "/v1/memories/{memory_id}", await client.patch(
+        ("POST", "/v1/store", await api.post("/v1/store", json={"content": ""}, headers=h)),
+        ("PATCH", "/v1/memories/{memory_id}", await api.patch(
             f"/v1/memories/{full.json()['id']}", json={"content": "changed"}, headers=h
         )),
-        ("GET", "/v1/stats", await client.get("/v1/stats", headers={"x-wallet-auth": "bad"})),
+        ("GET", "/v1/stats", await api.get("/v1/stats", headers={"x-wallet-auth": "bad"})),
     ]  # fmt: skip
     statuses = [r.status_code for _, _, r in answers]
     assert statuses == [200, 200, 200, 200, 200, 200, 200, 404, 422, 409, 401]
