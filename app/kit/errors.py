@@ -138,6 +138,17 @@ class MemoryNotDeleted(Conflict):
         self.memory_id = memory_id
 
 
+class RelationExists(Conflict):
+    """The same relation (source, target, type) is already there."""
+
+    def __init__(self, source_id: object, relation_type: str, target_id: object,
+                 existing_id: object | None) -> None:  # fmt: skip
+        super().__init__(
+            f"Memory {source_id} is already {relation_type} memory {target_id}",
+            {"relation_id": str(existing_id) if existing_id is not None else None},
+        )
+
+
 class RelationNotFound(NotFound):
     def __init__(self, relation_id: object, memory_id: object) -> None:
         super().__init__(f"Relation {relation_id} of memory {memory_id} not found")

@@ -15,9 +15,9 @@ from uuid import UUID
 import asyncpg
 
 from app.kit.errors import (
-    Conflict,
     InvalidInput,
     MemoryNotFound,
+    RelationExists,
     RelationNotFound,
     TargetMemoryNotFound,
 )
@@ -95,9 +95,8 @@ class RelationService:
         if row is not None:
             return row
         existing = await repo.find(conn, wallet, source_id, target_id, body.relation_type)
-        raise Conflict(
-            f"Memory {source_id} is already {body.relation_type} memory {target_id}",
-            {"relation_id": str(existing["id"]) if existing else None},
+        raise RelationExists(
+            source_id, body.relation_type, target_id, existing["id"] if existing else None
         )
 
     async def list_for(
