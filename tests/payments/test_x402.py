@@ -404,6 +404,8 @@ async def test_payer_pays_and_signed_wallet_owns(paid: AsyncTestClient, payer, w
         assert listed["total"] == 1
         assert listed["payments"][0]["payer"] == payer.address.lower()
         assert listed["payments"][0]["wallet"] == wallet.address.lower()
+        # the ledger row names the request it paid for, as its answer did
+        assert listed["payments"][0]["request_id"] == r.headers["x-request-id"]
 
 
 async def test_payments_list_is_private(paid: AsyncTestClient, other_wallet) -> None:
