@@ -16,12 +16,13 @@ cancels an open one.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Literal
 
 import anyio
 import asyncpg
+from asyncpg.transaction import Transaction
 
 from app.api.params import MaybeWalletRequest
 from app.api.state import state_of
@@ -43,6 +44,31 @@ def relax_commit(request: AnyRequest) -> None:
 
 def commit_may_be_relaxed(asked: bool, charge_kind: Literal["none", "free_call", "x402"]) -> bool:
     return asked and charge_kind != "x402"
+
+
+async def rollback_unless_lost(conn: asyncpg.Connection, tx: Transaction) -> None:
+    """Roll back, unless the connection is gone: the server ended the transaction with it, and
+    the error that brought the request here is the one to answer (asyncpg would raise its own
+    InterfaceError, 'the underlying connection is closed', over it: a 500)."""
+    if conn.is_closed():
+        return
+    try:
+        await tx.rollback()
+    except asyncpg.InterfaceError:
+        if not conn.is_closed():
+            raise
+
+
+@contextmanager
+def database_lost_is_503(conn: asyncpg.Connection) -> Iterator[None]:
+    """A commit on a connection the database closed meanwhile: 503 like any outage, not the
+    InterfaceError asyncpg raises for a closed connection (a 500)."""
+    try:
+        yield
+    except asyncpg.InterfaceError as exc:
+        if conn.is_closed():
+            raise PartUnavailable("database") from exc
+        raise
 
 
 @asynccontextmanager
@@ -68,11 +94,11 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
                     await db.commit_without_waiting_for_flush(conn)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await tx.rollback()
+                await rollback_unless_lost(conn, tx)
             raise
         else:
-            with anyio.CancelScope(shield=True):  # no await between settle and here
-                await tx.commit()
+            with anyio.CancelScope(shield=True), database_lost_is_503(conn):
+                await tx.commit()  # no await between settle and here
     except BaseException:
         if state.get("settled_on_chain"):
             # Settled, then failed before the commit ended (commit is the try's last step): only

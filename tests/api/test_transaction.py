@@ -1,0 +1,55 @@
+"""The request transaction when the database drops the connection mid-request: the outage is
+answered (503), never asyncpg's own 'connection is closed' error over it (a 500)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from app.api.transaction import database_lost_is_503, rollback_unless_lost
+from app.kit.errors import PartUnavailable
+
+
+async def lost_in_a_transaction(database_url: str) -> tuple[asyncpg.Connection, object]:
+    """A connection with an open transaction, then killed by the server."""
+    conn = await asyncpg.connect(database_url)
+    tx = conn.transaction()
+    await tx.start()
+    pid = conn.get_server_pid()
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+    for _ in range(200):  # the client learns the socket is gone
+        if conn.is_closed():
+            break
+        await asyncio.sleep(0.025)
+    return conn, tx
+
+
+async def test_a_rollback_on_a_lost_connection_leaves_the_first_error(database_url: str) -> None:
+    conn, tx = await lost_in_a_transaction(database_url)
+    assert conn.is_closed()
+    await rollback_unless_lost(conn, tx)  # type: ignore[arg-type]  # no InterfaceError
+
+
+async def test_a_commit_on_a_lost_connection_is_a_503(database_url: str) -> None:
+    conn, tx = await lost_in_a_transaction(database_url)
+    with pytest.raises(PartUnavailable):
+        with database_lost_is_503(conn):
+            await tx.commit()  # type: ignore[attr-defined]
+
+
+async def test_a_live_connection_rolls_back_as_usual(database_url: str) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        await conn.execute("CREATE TEMP TABLE t (x int)")
+        await rollback_unless_lost(conn, tx)
+        assert await conn.fetchval("SELECT to_regclass('pg_temp.t')") is None
+    finally:
+        await conn.close()
