@@ -708,7 +708,8 @@ async def index_recall(pool: asyncpg.Pool, case: CaseRun, sweep_n: int) -> dict[
         everyone = len(case.queries)
         configs = [(100, K, everyone, True), (100, PER_SIDE, everyone, True)]
         configs += [(ef, PER_SIDE, sweep_n, True) for ef in EF_SWEEP if ef != 100]
-        configs.append((40, PER_SIDE, everyone, False))  # what the shipped pool ends up with
+        # pgvector's own defaults: ef_search 40, no iterative scan
+        configs.append((40, PER_SIDE, everyone, False))
         for ef, limit, n, iterative in configs:
             recalls, times, short = [], [], 0
             for q, truth in zip(case.queries[:n], exact_tops, strict=False):

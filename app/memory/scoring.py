@@ -24,10 +24,12 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   120) ≈ 0.71 with ten. relation_count counts the memory's relations in both directions whose other
   end is live (app/memory/repository.py RELATION_COUNT), so deleting the memory at the other end
   takes the stretch (and the importance bonus above) away again.
-- keyword_match = ts_rank(tsv, query) of the query's words OR-ed together, divided by the best
-  such rank among the recall's candidates: 1.0 for the best keyword match, 0..1 for the rest.
-  (bench/locomo.py, 2 conversations, no access boost: R@10 0.600 with ts_rank_cd / (rank + 1),
-  0.673 so.)
+- keyword_match = the sum of the BM25 inverse document frequencies of the query's words the
+  memory holds (app/memory/repository.py KEYWORD_MATCH; the frequencies counted over the
+  wallet's memories searched), divided by the best such sum among the recall's candidates: 1.0
+  for the best keyword match, 0..1 for the rest. (An earlier form used ts_rank of the OR-ed
+  words: bench/locomo.py, 2 conversations, no access boost: R@10 0.600 with ts_rank_cd /
+  (rank + 1), 0.673 with the normalised ts_rank; README, Recall, for the figures since.)
 
 What counts as an access (access_count, and accessed_at, the decay timer): a use, not an
 exposure. `GET /v1/memories/{id}` and `POST /v1/memories/{id}/feedback` count, at most once per
