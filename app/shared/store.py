@@ -30,6 +30,11 @@ T = TypeVar("T")
 # A healthy Redis answers in well under a millisecond; a frozen one must not hold a request for
 # redis-py's default 5 s (issue 11: paid calls outlived their clients that way).
 REDIS_SOCKET_TIMEOUT_SECONDS = 0.25
+# Opening a connection may take longer: a burst on a cold pool opens many at once (50 claims at
+# once on a loaded 2-core host took over 250 ms to connect, a StoreUnavailable for nothing). A
+# frozen Redis still accepts connections at once (its kernel does), so its calls still fail at
+# the socket timeout; only an unreachable host costs this, until the breaker opens.
+REDIS_CONNECT_TIMEOUT_SECONDS = 1.0
 # Consecutive failures that open the circuit, and how long it stays open before a trial call.
 BREAKER_FAILURES = 3
 BREAKER_OPEN_SECONDS = 5
@@ -131,7 +136,7 @@ class RedisStore:
         self._redis = redis.Redis.from_url(
             url,
             socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
+            socket_connect_timeout=max(socket_timeout, REDIS_CONNECT_TIMEOUT_SECONDS),
             # One immediate retry on a broken connection only: after Redis restarts, each pooled
             # connection fails once before it reconnects. Timeouts are not retried (a frozen
             # Redis costs one timeout), and the breaker decides when to try again.
