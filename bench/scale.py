@@ -596,6 +596,23 @@ async def run_bare(pool: asyncpg.Pool, case: CaseRun, warm: int) -> None:
                 case.candidate_ids.append({r["id"] for r in rows})
 
 
+def recall_and_get(
+    client: httpx.AsyncClient,
+) -> tuple[
+    Callable[[dict[str, Any], dict[str, str]], Awaitable[httpx.Response]],
+    Callable[[str, dict[str, str]], Awaitable[httpx.Response]],
+]:
+    """The two calls run_http makes, over a client (in-process ASGI or a real socket)."""
+
+    async def recall(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
+        return await client.post("/v1/recall", json=b, headers=h)
+
+    async def get(path: str, h: dict[str, str]) -> httpx.Response:
+        return await client.get(path, headers=h)
+
+    return recall, get
+
+
 async def run_http(
     label: str,
     post: Callable[[dict[str, Any], dict[str, str]], Awaitable[httpx.Response]],
@@ -876,25 +893,11 @@ async def measure(
     finally:
         await pool.close()
     async with AsyncTestClient(app=bench_app(dsn, embedder), timeout=60) as client:
-
-        async def post_asgi(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
-            return await client.post("/v1/recall", json=b, headers=h)
-
-        async def get_asgi(path: str, h: dict[str, str]) -> httpx.Response:
-            return await client.get(path, headers=h)
-
-        await run_http("http-asgi", post_asgi, get_asgi, cases, keys, warm)
+        await run_http("http-asgi", *recall_and_get(client), cases, keys, warm)
     print("  HTTP (in-process ASGI) done", flush=True)
     with UvicornThread(bench_app(dsn, embedder)) as base:
         async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-
-            async def post_uvicorn(b: dict[str, Any], h: dict[str, str]) -> httpx.Response:
-                return await http.post("/v1/recall", json=b, headers=h)
-
-            async def get_uvicorn(path: str, h: dict[str, str]) -> httpx.Response:
-                return await http.get(path, headers=h)
-
-            await run_http("http-uvicorn", post_uvicorn, get_uvicorn, cases, keys, warm)
+            await run_http("http-uvicorn", *recall_and_get(http), cases, keys, warm)
     print("  HTTP (uvicorn in a thread, real socket) done", flush=True)
     return cases, seen
 

@@ -17,7 +17,7 @@ hands the payment rules (service.py) plain values.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, Protocol
 
@@ -56,6 +56,7 @@ class X402Payment:
     wallet: str
     price: Decimal
     payment: X402Charge
+    call: PaidCall = field(repr=False)  # the request it pays for, as the payment rules read it
     kind: Literal["x402"] = "x402"
 
 
@@ -113,7 +114,7 @@ class Gate:
             except BaseException:
                 await self.x402.release(payment)  # the caller never learns of this charge
                 raise
-            return X402Payment(wallet=owner, price=price, payment=payment)
+            return X402Payment(wallet=owner, price=price, payment=payment, call=call)
         if wallet is None:
             self.x402.require_payment(call, price, "Payment required")
         if await self._note_remaining(request, conn, wallet) > 0:
@@ -123,12 +124,12 @@ class Gate:
     async def settle(self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge) -> None:
         state = state_of(request.scope)
         if isinstance(charge, X402Payment):
-            call = paid_call(request)
-            receipt = await self.x402.settle_on_chain(call, charge.payment)
+            receipt = await self.x402.settle_on_chain(charge.call, charge.payment)
             state["settled_on_chain"] = receipt.transaction
             state["paid_response_headers"] = await self.x402.record(
-                conn, call, charge.payment, charge.wallet, receipt, state.get("captured_response")
-            )
+                conn, charge.call, charge.payment, charge.wallet, receipt,
+                state.get("captured_response"),
+            )  # fmt: skip
         elif isinstance(charge, FreeCall):
             left = await self.free_tier.consume(conn, charge.wallet)
             if left is None:  # another request took the last free call meanwhile

@@ -17,7 +17,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NoReturn, Protocol
 
@@ -48,8 +48,8 @@ class PaidCall:
     url: str  # the resource an offer names
     path: str
     query: str
-    headers: Mapping[str, str]
     request_id: str
+    headers: Mapping[str, str] = field(repr=False)  # credentials among them: never logged
 
     @property
     def endpoint(self) -> str:
