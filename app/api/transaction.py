@@ -27,7 +27,7 @@ from asyncpg.transaction import Transaction
 from app.api.params import MaybeWalletRequest
 from app.api.state import state_of
 from app.db import repository as db
-from app.db.errors import CONNECT_FAILURES
+from app.db.errors import CONNECT_FAILURES, DATABASE_DOWN
 from app.kit.errors import PartUnavailable
 from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
 
@@ -47,16 +47,16 @@ def commit_may_be_relaxed(asked: bool, charge_kind: Literal["none", "free_call",
 
 
 async def rollback_unless_lost(conn: asyncpg.Connection, tx: Transaction) -> None:
-    """Roll back, unless the connection is gone: the server ended the transaction with it, and
-    the error that brought the request here is the one to answer (asyncpg would raise its own
-    InterfaceError, 'the underlying connection is closed', over it: a 500)."""
-    if conn.is_closed():
-        return
+    """Roll back, unless the connection is gone. A rollback that fails because the database
+    dropped the connection (or asyncpg lost track of it in the drop) must not replace the error
+    that brought the request here, which is the one to answer: asyncpg's own InterfaceError or
+    InternalClientError over it would be a 500. The pool resets or closes the connection when
+    it is released, so nothing of the transaction outlives the request."""
     try:
-        await tx.rollback()
-    except asyncpg.InterfaceError:
         if not conn.is_closed():
-            raise
+            await tx.rollback()
+    except (asyncpg.InterfaceError, asyncpg.InternalClientError, *DATABASE_DOWN) as exc:
+        log.warning("rollback on a lost connection skipped: %r", exc)
 
 
 @contextmanager

@@ -17,6 +17,9 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
     asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
     ConnectionError,
+    # the client's protocol confused by a connection the server is dropping mid-operation
+    # ("cannot switch to state 15; another operation is in progress", seen while it shut down)
+    asyncpg.InternalClientError,
 )
 # Taking a connection fails this way when the database is down: nothing listens (OSError), the
 # connect timed out, or the server refuses (starting, shutting down, too many clients).
