@@ -9,14 +9,17 @@ A memory's event time (`occurred_at`) and a recall query's date window both come
   relative dates counted back from the moment of the recall.
 
 English only, day precision, no time of day: enough to match a question's date to a memory's,
-which is all recall needs. What it does not read is left alone (no event time, no window).
+which is all recall needs. What it does not read is left alone (no event time, no window), and
+so is a date that falls outside the calendar Python and PostgreSQL share, years 1 to 9999 ("I
+saw it 1000000 days ago", "5000 years ago", "this year" said in 9999): the text is kept as
+written, that date is simply not used.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import MAXYEAR, UTC, datetime, timedelta
 
 MONTHS = {
     name: number
@@ -73,6 +76,12 @@ class DateSpan:
         return self.start <= moment < self.end
 
 
+# What date arithmetic raises past the calendar's ends (OverflowError from timedelta, ValueError
+# from a year outside 1..9999 or a count of more digits than int() reads).
+PAST_THE_CALENDAR = (OverflowError, ValueError)
+LAST_MOMENT = datetime.max.replace(tzinfo=UTC)
+
+
 def _day(year: int, month: int, day: int) -> datetime | None:
     try:
         return datetime(year, month, day, tzinfo=UTC)
@@ -80,19 +89,29 @@ def _day(year: int, month: int, day: int) -> datetime | None:
         return None
 
 
+def _first_of(year: int, month: int) -> datetime:
+    """The first moment of a month; past the calendar's last year, its last moment (a span's
+    end is open, so the last month's end is where the calendar ends)."""
+    return LAST_MOMENT if year > MAXYEAR else datetime(year, month, 1, tzinfo=UTC)
+
+
 def _month_span(year: int, month: int) -> DateSpan:
     start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
-    return DateSpan(start, end)
+    return DateSpan(start, _first_of(year + month // 12, month % 12 + 1))
 
 
 def _year_span(year: int) -> DateSpan:
-    return DateSpan(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
+    return DateSpan(datetime(year, 1, 1, tzinfo=UTC), _first_of(year + 1, 1))
 
 
 def _day_span(day: datetime) -> DateSpan:
     start = day.replace(hour=0, minute=0, second=0, microsecond=0)
-    return DateSpan(start, start + timedelta(days=1))
+    return DateSpan(start, _day_after(start))
+
+
+def _day_after(start: datetime) -> datetime:
+    """The next midnight, or the calendar's last moment on its last day."""
+    return start + timedelta(days=1) if start.date() < LAST_MOMENT.date() else LAST_MOMENT
 
 
 def _months_back(moment: datetime, months: int) -> tuple[int, int]:
@@ -122,9 +141,7 @@ def _explicit(match: re.Match[str], reference: datetime | None, now: datetime) -
         elif month:
             spans.append(_month_span(year, month))
         else:
-            spans.append(
-                DateSpan(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
-            )
+            spans.append(_year_span(year))
     if lookback:  # "in June" asked in February means a June gone by
         spans = [span for span in spans if span.start <= now]
     return spans
@@ -157,18 +174,23 @@ def _relative(kind: str, match: re.Match[str], reference: datetime) -> DateSpan 
             return DateSpan(week_start - timedelta(days=7), week_start)
         if unit == "month":
             return _month_span(*_months_back(today, 1))
-        return DateSpan(
-            datetime(today.year - 1, 1, 1, tzinfo=UTC), datetime(today.year, 1, 1, tzinfo=UTC)
-        )
+        return _year_span(today.year - 1)
     if unit == "weekend":  # kind == "this"
         return DateSpan(week_start + timedelta(days=5), week_start + timedelta(days=7))
     if unit == "week":
         return DateSpan(week_start, week_start + timedelta(days=7))
     if unit == "month":
         return _month_span(today.year, today.month)
-    return DateSpan(
-        datetime(today.year, 1, 1, tzinfo=UTC), datetime(today.year + 1, 1, 1, tzinfo=UTC)
-    )
+    return _year_span(today.year)
+
+
+def _explicit_or_none(
+    match: re.Match[str], reference: datetime | None, now: datetime
+) -> list[DateSpan]:
+    try:
+        return _explicit(match, reference, now)
+    except PAST_THE_CALENDAR:  # a reference at the calendar's end: "in December" in 9999
+        return []
 
 
 def explicit_dates(
@@ -183,7 +205,7 @@ def explicit_dates(
             if any(s < match.end() and match.start() < e for s, e, _ in found):
                 continue
             # kept even when empty: "31 February, 2023" is no date, not "February 2023"
-            found.append((match.start(), match.end(), _explicit(match, reference, now)))
+            found.append((match.start(), match.end(), _explicit_or_none(match, reference, now)))
     return [span for _, _, spans in sorted(found, key=lambda f: f[0]) for span in spans]
 
 
@@ -198,7 +220,10 @@ def relative_date(text: str, reference: datetime) -> DateSpan | None:
     if not hits:
         return None
     _, kind, match = min(hits, key=lambda h: h[0])
-    return _relative(kind, match, reference)
+    try:
+        return _relative(kind, match, reference)
+    except PAST_THE_CALENDAR:  # "1000000 days ago": no date, not an error
+        return None
 
 
 @dataclass(frozen=True)
