@@ -14,20 +14,20 @@ a body nested 25,000 deep overflows the C stack and kills the process before any
 Two defences, either of which holds alone:
 
 - `BoundedRequest.body()` measures the nesting depth of every JSON body before Litestar hands it
-  to a decoder, and refuses one deeper than `MAX_JSON_DEPTH` with a 422;
+  to a decoder, and refuses one deeper than `MAX_JSON_DEPTH` (or not UTF-8) with a 422; the
+  /mcp mount runs the same `check_json_body` on what it reads (app/mcp/http.py);
 - `restore_recursion_limit()` puts the interpreter's limit back once the app's imports are done.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any
 
-import numpy as np
 from litestar import Request
 
 from app.kit.errors import InvalidInput, UnsupportedMediaType
+from app.kit.json_input import UnreadableJson, check_depth, check_utf8
 from app.kit.schemas import NulCharacter
 
 # Deepest JSON body accepted. The contract allows metadata 3 levels deep (docs/api-contract.md,
@@ -39,36 +39,20 @@ MAX_JSON_DEPTH = 64
 # stack is at risk.
 RECURSION_LIMIT = 1000
 
-# A JSON string, escapes included (the unrolled form: linear, no backtracking).
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_OPENERS = b"[{"
-_ALL_BYTES = bytes(range(256))
-_NOT_BRACKETS = bytes(b for b in _ALL_BYTES if b not in b"[]{}")
 
-
-def json_depth_exceeds(body: bytes, limit: int) -> bool:
-    """Whether arrays and objects in `body` nest deeper than `limit`, brackets inside strings
-    not counted.
-
-    Exact for valid JSON. For invalid JSON the measured depth is at least the depth a decoder
-    reaches before it finds the error (up to there the body is a valid prefix, in which strings
-    pair the same way for both), so bounding it bounds the decoder."""
-    if body.count(b"[") + body.count(b"{") <= limit:
-        return False  # fewer openers than the limit: no need to look closer
-    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return False
-    codes = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((codes == _OPENERS[0]) | (codes == _OPENERS[1]), 1, -1).astype(np.int32)
-    return int(np.cumsum(steps).max(initial=0)) > limit
-
-
-def check_json_depth(body: bytes) -> None:
-    if json_depth_exceeds(body, MAX_JSON_DEPTH):
+def check_json_body(body: bytes) -> None:
+    """The depth bound, then UTF-8, as the 422 a REST route answers (another mount that reads
+    JSON runs the same check and renders the refusal in its own protocol)."""
+    try:
+        check_depth(body, MAX_JSON_DEPTH)
+    except UnreadableJson as exc:
         raise InvalidInput(
-            f"JSON body nested deeper than {MAX_JSON_DEPTH} levels",
-            {"max_depth": MAX_JSON_DEPTH},
-        )
+            f"JSON body nested deeper than {MAX_JSON_DEPTH} levels", {"max_depth": MAX_JSON_DEPTH}
+        ) from exc
+    try:
+        check_utf8(body)
+    except UnreadableJson as exc:
+        raise InvalidInput(f"Invalid JSON body: {exc}") from exc
 
 
 def is_json_media_type(content_type: str) -> bool:
@@ -98,7 +82,7 @@ class BoundedRequest(Request[Any, Any, Any]):
         body = await super().body()
         if not self._body_checked and body:
             check_json_media_type(self.headers.get("content-type"))
-            check_json_depth(body)
+            check_json_body(body)
             self._body_checked = True
         return body
 

@@ -19,14 +19,16 @@ someone's nonce.
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import asyncpg
+from pydantic import ValidationError
 from x402.extensions.sign_in_with_x import (
+    SIWxPayload,
     SIWxValidationOptions,
-    parse_siwx_header,
     validate_siwx_message,
     verify_siwx_signature,
 )
@@ -34,10 +36,22 @@ from x402.extensions.sign_in_with_x import (
 from app.auth import repository
 from app.auth.schemas import SiwxChallenge
 from app.auth.signature import WalletAuthError
+from app.kit.json_input import UnreadableJson, decode_base64_json
 
 SIWX_HEADER = "sign-in-with-x"
 STATEMENT = "Sign in to Engram with this wallet."
 SIWX_VERSION = "1"
+# What a SIGN-IN-WITH-X header may hold before it is parsed: a challenge signed as issued is
+# about 1 KiB of base64 and 2 levels deep (the payload, its resources); these leave room for a
+# long statement and resource list, and none for a document built to exhaust the decoder.
+MAX_HEADER_CHARS = 8 * 1024
+MAX_HEADER_DEPTH = 4
+# What x402's SIWX helpers raise on values they cannot read (an URI that is no URL, a
+# signature that is not hex, a date past the calendar): the header is malformed, not the server.
+# EIP-4361's nonce: at least 8 alphanumerics (Engram issues 32 hex digits); anything else was
+# never issued, and is not sent to the database (a NUL would be an error there).
+NONCE_RE = re.compile(r"^[A-Za-z0-9]{8,128}$")
+UNREADABLE_VALUES = (ValueError, TypeError, OverflowError, IndexError)
 
 
 def _iso(moment: datetime) -> str:
@@ -78,10 +92,25 @@ class SiwxVerifier:
     async def verify(self, conn: asyncpg.Connection, raw: str, origin: str) -> str:
         """The lower-cased wallet of a SIGN-IN-WITH-X header, its nonce used up; else raises
         WalletAuthError saying why."""
+        wallet, nonce = await self.signer_of(raw, origin)
+        if not NONCE_RE.match(nonce) or not await repository.consume_nonce(conn, nonce):
+            raise WalletAuthError(
+                "SIGN-IN-WITH-X refused: its nonce is unknown, expired or already used; get a"
+                " fresh one at GET /auth/nonce"
+            )
+        return wallet
+
+    async def signer_of(self, raw: str, origin: str) -> tuple[str, str]:
+        """(wallet, nonce) of a header signed for this origin and chain within the window,
+        before its nonce is looked at; raises WalletAuthError, and nothing else, otherwise."""
+        payload = read_payload(raw)
         try:
-            payload = parse_siwx_header(raw.strip())
-        except ValueError as exc:
+            return await self._signed_by(payload, origin), payload.nonce
+        except UNREADABLE_VALUES as exc:
             raise WalletAuthError(f"Malformed SIGN-IN-WITH-X header: {exc}") from exc
+
+    async def _signed_by(self, payload: SIWxPayload, origin: str) -> str:
+        """The wallet that signed this message for this origin and chain, within the window."""
         options = SIWxValidationOptions(maxAge=self.window_seconds * 1000)
         checked = await validate_siwx_message(payload, origin, options)
         if not checked.is_valid:
@@ -97,9 +126,17 @@ class SiwxVerifier:
             raise WalletAuthError(
                 f"SIGN-IN-WITH-X refused ({signed.invalid_reason}): {signed.invalid_message}"
             )
-        if not await repository.consume_nonce(conn, payload.nonce):
-            raise WalletAuthError(
-                "SIGN-IN-WITH-X refused: its nonce is unknown, expired or already used; get a"
-                " fresh one at GET /auth/nonce"
-            )
         return signed.payer.lower()
+
+
+def read_payload(raw: str) -> SIWxPayload:
+    """The header's payload (x402's SIWxPayload), its size and depth bounded before it is
+    parsed; WalletAuthError("Malformed SIGN-IN-WITH-X header: ...") otherwise."""
+    try:
+        document = decode_base64_json(raw, MAX_HEADER_CHARS, MAX_HEADER_DEPTH)
+        return SIWxPayload.model_validate(document)
+    except UnreadableJson as exc:
+        raise WalletAuthError(f"Malformed SIGN-IN-WITH-X header: {exc}") from exc
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "$" for e in exc.errors())
+        raise WalletAuthError(f"Malformed SIGN-IN-WITH-X header: invalid {fields}") from exc

@@ -8,22 +8,24 @@ own copy of the requirements (`accepted`) is never trusted, only compared.
 
 from __future__ import annotations
 
-import binascii
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from x402.http.utils import safe_base64_decode
 from x402.schemas import PaymentPayload
 
+from app.kit.json_input import UnreadableJson, decode_base64_json
 from app.payments.offers import SCHEME, Offer
 
 V2_HEADER = "payment-signature"
 V1_HEADER = "x-payment"
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 NONCE_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
+# A proof as x402's clients build it is about 1 KiB of base64, 3 levels deep (proof, payload,
+# authorization); room for extensions, none for a document built to exhaust the decoder.
+MAX_HEADER_CHARS = 16 * 1024
+MAX_HEADER_DEPTH = 8
 # x402's facilitator refuses authorizations that expire within 6 s; so does Engram, up front.
 MIN_VALIDITY_SECONDS = 6
 
@@ -57,9 +59,11 @@ class Proof:
 
 def _decode_json(raw: str) -> dict[str, Any]:
     try:
-        data = json.loads(safe_base64_decode(raw.strip()))
-    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        raise PaymentRejected("invalid_payload", "The payment header is not base64 JSON") from exc
+        data = decode_base64_json(raw, MAX_HEADER_CHARS, MAX_HEADER_DEPTH)
+    except UnreadableJson as exc:
+        raise PaymentRejected(
+            "invalid_payload", f"The payment header is not base64 JSON ({exc})"
+        ) from exc
     if not isinstance(data, dict):
         raise PaymentRejected("invalid_payload", "The payment header must hold a JSON object")
     return data
@@ -76,7 +80,7 @@ def _authorization(payload: dict[str, Any]) -> Authorization:
         payer, pay_to, nonce = str(auth["from"]), str(auth["to"]), str(auth["nonce"])
         value, after, before = (int(auth["value"]), int(auth["validAfter"]),
                                 int(auth["validBefore"]))  # fmt: skip
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: 1e999
         raise PaymentRejected("invalid_payload", "The authorization is incomplete") from exc
     if not (ADDRESS_RE.match(payer) and ADDRESS_RE.match(pay_to) and NONCE_RE.match(nonce)):
         raise PaymentRejected("invalid_payload", "Malformed address or nonce in the authorization")
@@ -92,13 +96,14 @@ def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
         return None
     data = _decode_json(raw)
     version = data.get("x402Version", 2 if header == V2_HEADER else 1)
-    if version not in (1, 2):
+    if type(version) is not int or version not in (1, 2):  # bool is no version
         raise PaymentRejected("invalid_x402_version", f"x402Version {version!r} is not supported")
     inner = data.get("payload")
     if not isinstance(inner, dict):
         raise PaymentRejected("invalid_payload", "The proof has no payload object")
     if version == 2:
-        accepted = data.get("accepted") or {}
+        accepted = data.get("accepted")
+        accepted = accepted if isinstance(accepted, dict) else {}
         scheme, network = str(accepted.get("scheme", "")), str(accepted.get("network", ""))
     else:
         scheme, network = str(data.get("scheme", "")), str(data.get("network", ""))
