@@ -121,7 +121,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
 
-    mcp = McpEndpoint(_version())
+    mcp = McpEndpoint(_version(), settings.limits.max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:

@@ -15,8 +15,10 @@ from typing import Any
 import httpx
 import pytest
 from eth_account import Account
+from litestar.routes import ASGIRoute
+from mcp.types import PARSE_ERROR
 
-from app.api.body import MAX_JSON_DEPTH, RECURSION_LIMIT, json_depth_exceeds
+from app.api.body import MAX_JSON_DEPTH, RECURSION_LIMIT
 from app.asgi import create_app
 from app.auth.signature import (
     SECP256K1_N,
@@ -27,23 +29,31 @@ from app.auth.signature import (
     sign_header,
 )
 from app.config import DatabaseSettings, Settings
+from app.kit.json_input import json_depth_exceeds
 from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
 from tests.support.server import serving
 from tests.support.siwx import challenge, signed_payload, siwx_header
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}
+MCP_ACCEPT = "application/json, text/event-stream"
 # Far past the C stack msgspec can recurse on with py_ecc's 100,000 recursion limit.
 CRASH_DEPTH = 25_000
 
 
-def body_routes() -> list[tuple[str, str]]:
-    """(method, path) of every route that takes a body, path parameters filled in."""
+def body_routes() -> list[tuple[str, str, bool]]:
+    """(method, path, is_mount) of every route that takes a body, path parameters filled in: the
+    handlers' body methods, and every ASGI mount as POST (a mount, /mcp among them, reads its
+    body itself, in a protocol of its own)."""
     app = create_app(Settings(database=DatabaseSettings(url="postgresql://unused/unused")))
     routes = []
     for route in app.routes:
+        path = re.sub(r"\{[^}]+\}", str(uuid.uuid4()), route.path)
+        if isinstance(route, ASGIRoute):
+            routes.append(("POST", path, True))
+            continue
         for handler in getattr(route, "route_handlers", []):
             for method in sorted(handler.http_methods & BODY_METHODS):
-                routes.append((method, re.sub(r"\{[^}]+\}", str(uuid.uuid4()), route.path)))
+                routes.append((method, path, False))
     return sorted(set(routes))
 
 
@@ -73,14 +83,28 @@ def assert_alive(url: str) -> None:
     assert httpx.get(f"{url}/health", timeout=10).status_code == 200
 
 
+# Bodies every JSON reader must refuse before it decodes them: nested past the C stack, and
+# bytes that are not UTF-8 (a lone continuation byte, an overlong form, a UTF-16 surrogate).
+UNREADABLE_BODIES = {
+    "deep": deep_metadata(CRASH_DEPTH),
+    "not-utf8": b'{"content": "\xff", "query": "\xc0\xaf", "text": "\xed\xa0\x80"}',
+}
+
+
+@pytest.mark.parametrize("kind", list(UNREADABLE_BODIES))
 @pytest.mark.parametrize("signed", [False, True], ids=["anonymous", "wallet"])
-def test_deeply_nested_body_is_a_422_on_every_body_route(server: str, signed: bool) -> None:
+def test_an_unreadable_body_is_refused_on_every_body_route(
+    server: str, signed: bool, kind: str
+) -> None:
+    """Walks the route table, so a route added later is covered without anyone remembering to:
+    a REST route answers 422 VALIDATION_ERROR, a mount (/mcp) 400 in its own protocol."""
     routes = body_routes()
     assert len(routes) >= 20, routes  # the enumeration found the API, not an empty list
-    body = deep_metadata(CRASH_DEPTH)
+    assert ("POST", "/mcp", True) in routes  # and the mounts
+    body = UNREADABLE_BODIES[kind]
     key = Account.create().key.hex()
-    for method, path in routes:
-        headers = {"content-type": "application/json"}
+    for method, path, is_mount in routes:
+        headers = {"content-type": "application/json", "accept": MCP_ACCEPT}
         if signed:
             headers["x-wallet-auth"] = sign_header(key)
         try:
@@ -89,12 +113,17 @@ def test_deeply_nested_body_is_a_422_on_every_body_route(server: str, signed: bo
             pytest.fail(f"{method} {path}: the server dropped the connection ({exc!r})")
         if path.endswith("/restore"):  # takes no body: it never reads one
             assert 400 <= r.status_code < 500, (method, path, r.status_code, r.text)
-        elif r.status_code == 401:  # free route, anonymous: refused before the body is read
+        elif r.status_code == 401:  # anonymous: refused before the body is read
             assert not signed, (method, path, r.text)
+        elif is_mount:
+            assert r.status_code == 400, (method, path, r.status_code, r.text)
+            if path == "/mcp":  # MCP's transport answer to a body that is not JSON
+                assert r.json()["error"]["code"] == PARSE_ERROR, r.text
         else:
             assert r.status_code == 422, (method, path, r.status_code, r.text)
             assert r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
-            assert r.json()["error"]["details"]["max_depth"] == MAX_JSON_DEPTH
+            if kind == "deep":
+                assert r.json()["error"]["details"]["max_depth"] == MAX_JSON_DEPTH
         assert_alive(server)
 
 
@@ -507,3 +536,51 @@ def test_other_wallets_keep_storing_while_a_big_import_runs(server: str) -> None
         "imported": LANE_IMPORT_ITEMS, "skipped": 0,
     }  # fmt: skip
     assert slowest < IMPORT_SHARE_LIMIT * answer["seconds"], (slowest, answer["seconds"])
+
+
+# ---- issue 23: dates in the text past the calendar -----------------------------------------
+
+# Each names a date that falls outside years 1..9999 once resolved, or a count int() cannot read.
+PAST_THE_CALENDAR = [
+    "I saw it 1000000 days ago",
+    "we met 5000 years ago, then 99999999 months ago",
+    "it was " + "9" * 5000 + " weeks ago",
+]
+
+
+@pytest.mark.parametrize("text", PAST_THE_CALENDAR, ids=["days", "years-months", "5000-digits"])
+def test_a_date_past_the_calendar_is_kept_as_written_on_every_path(
+    engram: tuple[str, Path], text: str
+) -> None:
+    """Every path that reads dates out of text answers 2xx and keeps the text as written; the
+    date it cannot resolve is simply not used (no event time)."""
+    url, _ = engram
+    h = signed(Account.create().key.hex())
+    late = {"content": f"{text} (late)", "occurred_at": "9999-12-31T23:00:00Z"}
+    early = {"content": f"{text}, yesterday (early)", "occurred_at": "0001-01-01T00:00:00Z"}
+    calls: list[tuple[str, dict[str, Any] | list[Any], int]] = [
+        ("/v1/store", {"content": text}, 201),
+        ("/v1/store", late, 201),
+        ("/v1/store", early, 201),
+        ("/v1/store/batch", {"memories": [{"content": f"{text} (batch)"}, late]}, 201),
+        ("/v1/import", [{"content": f"{text} (import)"}], 200),
+        ("/v1/ingest", {"messages": [{"role": "user", "content": f"{text}. I like tea."}]}, 201),
+        ("/v1/memories/extract", {"text": f"{text}. My name is Ann."}, 200),
+        (
+            "/v1/migrate",
+            {"files": [{"filename": "notes.md", "content": f"# Notes\n\n{text}"}]},
+            201,
+        ),
+        ("/v1/recall", {"query": text, "min_similarity": 0}, 200),
+        ("/v1/context", {"query": text}, 200),
+    ]
+    for path, body, status in calls:
+        r = httpx.post(f"{url}{path}", json=body, headers=h, timeout=60)
+        assert r.status_code == status, (path, r.status_code, r.text)
+    stored = httpx.post(f"{url}/v1/store", json={"content": text}, headers=h, timeout=30)
+    memory = stored.json()["memory"]  # the same text again: the memory the first store made
+    assert memory["content"] == text and memory.get("occurred_at") is None, memory
+    recalled = httpx.post(f"{url}/v1/recall", json={"query": text, "min_similarity": 0},
+                          headers=h, timeout=30).json()["memories"]  # fmt: skip
+    assert text in [m["content"] for m in recalled]
+    assert_alive(url)
