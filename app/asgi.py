@@ -147,7 +147,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         "consolidate_service": ConsolidateService(memories, fact_model),
         "context_service": ContextService(memories, fact_model),
         "relations_service": RelationService(),
-        "transfer_service": TransferService(memories),
+        "transfer_service": TransferService(memories, remote_embedder=settings.embedder.is_remote),
         "suggested_service": SuggestedService(),
         "pinned_service": PinnedService(memories),
         "tags_service": TagService(),

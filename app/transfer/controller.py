@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Annotated
 
 from litestar import Controller, MediaType, get, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromQuery, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.params import Conn, WalletRequest
+from app.api.params import Conn, MaybeWalletRequest, WalletRequest
 from app.api.ratelimit import limited
+from app.api.transaction import request_transaction
 from app.memory.schemas import MemoryType
 from app.memory.service import list_filter
 from app.transfer.schemas import (
@@ -25,12 +27,23 @@ from app.transfer.schemas import (
     ImportItems,
     JsonLines,
 )
-from app.transfer.service import TransferService
+from app.transfer.service import ImportTurn, TransferService
 
 Transfers = NamedDependency[TransferService]
 # Imports per wallet per minute (Engram's own limit, besides the overall 100): a migration in
 # batches goes through in minutes, a flood of big imports does not.
 IMPORTS_PER_MINUTE = 30
+
+
+async def provide_import_turn(
+    request: MaybeWalletRequest, transfer_service: Transfers
+) -> AsyncGenerator[ImportTurn, None]:
+    """The import's turn in the lane, then the request's transaction (in place of `conn`): an
+    import waiting for its turn holds no database connection, and the turn ends, letting the
+    next import in, only once this one has committed and rested."""
+    async with transfer_service.lane.turn() as pacer, request_transaction(request) as conn:
+        pacer.resume()  # waiting for a pooled connection was not work
+        yield ImportTurn(conn, pacer)
 
 
 class TransferController(Controller):
@@ -90,14 +103,15 @@ class TransferController(Controller):
         status_code=HTTP_200_OK,
         request_max_body_size=IMPORT_MAX_BODY_BYTES,
         opt=limited(IMPORTS_PER_MINUTE),
+        dependencies={"import_turn": Provide(provide_import_turn)},
     )
     async def import_memories(
         self,
         request: WalletRequest,
-        conn: Conn,
+        import_turn: NamedDependency[ImportTurn],
         transfer_service: Transfers,
         data: JSONBody[ImportIn | ImportItems],
     ) -> ImportAnswer:
         items = data if isinstance(data, list) else transfer_service.check_envelope(data)
-        report = await transfer_service.import_memories(conn, request.user, items)
+        report = await transfer_service.import_memories(import_turn, request.user, items)
         return ImportAnswer(report.imported, report.skipped)

@@ -10,13 +10,20 @@ new id in the caller's wallet, embeds it again, and skips what the caller alread
 content in the same namespace, in the same state (live, or soft-deleted), also within the import.
 Every item is validated first, as a store would; one bad item refuses the whole import.
 
-Imports run in a lane of their own (`ImportLane`), so a big one never starves interactive calls
-(issue 11: a 5,000-item import took other wallets' store p50 from 17 ms to 2.9 s). Up to a batch
-(100 items) an import runs like a batch store. A bigger one takes one of `IMPORT_CONCURRENCY`
-slots per process (when none is free: 429 with Retry-After, rather than holding a database
-connection while it waits), embeds and writes in small steps and rests between them, so it
-works at most `IMPORT_DUTY` of the time on the embedder's thread and the CPU. The route has its
-own per-wallet rate limit besides (app/transfer/controller.py).
+Every import, whatever its size, runs in the import lane (`ImportLane`), so imports together
+never take more than a bounded share of the embedder's thread, the CPU and the database, however
+many wallets import (issue 11: one 5,000-item import took other wallets' store p50 from 17 ms to
+2.9 s; issue 23: 8 wallets looping 60-item imports, which ran outside the lane, took it from 20
+to 363 ms). An import takes one of `IMPORT_CONCURRENCY` turns per process; while none is free it
+waits in a short queue (at most `IMPORT_QUEUE` imports, each at most `IMPORT_WAIT_SECONDS`), and
+past that it is told 429 with Retry-After. The turn is taken before the request's transaction
+opens (app/transfer/controller.py), so a waiting import holds no database connection, only its
+parsed body (so at most `IMPORT_QUEUE` bodies wait); a short queue rather than an outright 429
+lets a few wallets importing at once, or one client importing in parallel, through without retry
+loops. During its turn an import validates, embeds and writes in small steps and rests after
+each, and once more after its commit, so it works at most `IMPORT_DUTY` of the time. A client's
+next import never waits for its previous one: the turn ends before the answer is sent. The route
+has its own per-wallet rate limit besides (app/transfer/controller.py).
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from app.kit.errors import InvalidInput, RateLimitExceeded
 from app.kit.schemas import parse_time
 from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter
-from app.memory.schemas import MAX_BATCH
 from app.memory.service import MemoryService, content_digest, now_utc, prepare_store
 from app.transfer import repository as repo
 from app.transfer.schemas import DOCUMENTS, MAX_IMPORT_ITEMS, ImportIn, ImportItem
@@ -48,41 +54,120 @@ from app.transfer.schemas import DOCUMENTS, MAX_IMPORT_ITEMS, ImportIn, ImportIt
 # import, to keep each write short: bench/import_lane.py measured 50 against 100 and 500).
 EXPORT_BATCH_ROWS = 500
 IMPORT_CHUNK_ROWS = 50
-# Imports up to this many items run like a batch store (the contract's batch size), outside the
-# lane: only bigger ones can starve anyone.
-LANE_MIN_ITEMS = MAX_BATCH + 1
-# The import lane: imports at a time per process, texts per embedding step (one step is what an
-# interactive call can find ahead of it on the embedder's thread: 8 short texts, ~10-20 ms),
-# and the share of time an import works (it rests the remainder after each step).
+# The import lane: imports at a time per process; imports that may wait for a turn, and for how
+# long (a 10,000-item import takes minutes: a wait is cut short well before clients time out,
+# MemoClaw's SDK after 30 s); the share of time an import works (it rests the remainder after
+# each step); items validated per step (~55 us each: 200 leave the event loop within ~10 ms,
+# where 100,000 at once held it for 5 s).
 IMPORT_CONCURRENCY = 1
-IMPORT_EMBED_STEP = 8
+IMPORT_QUEUE = 8
+IMPORT_WAIT_SECONDS = 10.0
 IMPORT_DUTY = 0.3
+IMPORT_VALIDATE_STEP = 200
+# Texts per embedding step. Locally, one step is what an interactive call can find ahead of it on
+# the embedder's one thread: one text, one int8 run (~5 ms under load). With 8 wallets looping
+# 60-item imports (bench/import_lane.py --importers 8), steps of 8 (~30 ms) took another wallet's
+# store p95 to 2.9x idle, steps of 2 to 1.5-1.9x, steps of 1 to 1.3-1.5x. The price is import
+# throughput beside interactive calls: a step also waits behind their embeddings, and rests for
+# that too (a 10,000-item import beside 2 storing clients: 271 s, against 199 s in steps of 8).
+# A remote embedder has no thread to share: its steps stay at 8 texts a request.
+IMPORT_EMBED_STEP = 1
+IMPORT_REMOTE_EMBED_STEP = 8
 IMPORT_BUSY_RETRY_AFTER_SECONDS = 10
 
 
-class ImportLane:
-    """Imports' own bounded lane: a few at a time, each paced to a duty cycle."""
+def lane_busy(why: str) -> RateLimitExceeded:
+    return RateLimitExceeded(
+        f"{why}; retry in {IMPORT_BUSY_RETRY_AFTER_SECONDS} s",
+        {"reason": "import_in_progress"},
+        {"Retry-After": str(IMPORT_BUSY_RETRY_AFTER_SECONDS)},
+    )
 
-    def __init__(self, concurrency: int = IMPORT_CONCURRENCY, duty: float = IMPORT_DUTY) -> None:
+
+class Pacer:
+    """Keeps one flow of an import's work to `duty` of its time: each rest lasts (1 - duty) / duty
+    as long as the work since the last one. Waiting (for a connection, for another flow's result)
+    is not work: `resume()` starts counting again from now."""
+
+    def __init__(self, duty: float) -> None:
+        self.duty = duty
+        self._rest_per_work = (1 - duty) / duty
+        self._since = time.monotonic()
+
+    def resume(self) -> None:
+        self._since = time.monotonic()
+
+    async def rest(self) -> None:
+        await asyncio.sleep((time.monotonic() - self._since) * self._rest_per_work)
+        self.resume()
+
+    def beside(self) -> Pacer:
+        """A pacer of its own for work that runs beside this flow's (the next chunk's embedding
+        while this chunk is written): each flow keeps to the duty cycle on its own resource."""
+        return Pacer(self.duty)
+
+
+class ImportLane:
+    """Imports' own bounded lane (module docstring): `concurrency` turns, a queue of `queue`
+    imports waiting at most `wait_seconds` each for one, and every turn paced to `duty`."""
+
+    def __init__(
+        self,
+        concurrency: int = IMPORT_CONCURRENCY,
+        duty: float = IMPORT_DUTY,
+        queue: int = IMPORT_QUEUE,
+        wait_seconds: float = IMPORT_WAIT_SECONDS,
+    ) -> None:
         if not 0 < duty <= 1:
             raise ValueError("an import's duty cycle is in (0, 1]")
-        self._slots = asyncio.Semaphore(concurrency)
+        if concurrency < 1 or queue < 0 or wait_seconds < 0:
+            raise ValueError("an import lane has a turn at least, and no negative queue or wait")
+        self._turns = asyncio.Semaphore(concurrency)  # FIFO: the longest waiting goes next
         self.duty = duty
+        self.queue = queue
+        self.wait_seconds = wait_seconds
+        self.waiting = 0
+
+    @property
+    def busy(self) -> bool:
+        """No turn is free now (or others already wait for one)."""
+        return self._turns.locked()
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        if self._slots.locked():
-            raise RateLimitExceeded(
-                "Another import is running on this server; retry shortly",
-                {"reason": "import_in_progress"},
-                {"Retry-After": str(IMPORT_BUSY_RETRY_AFTER_SECONDS)},
-            )
-        async with self._slots:
-            yield
+    async def turn(self) -> AsyncIterator[Pacer]:
+        """A turn, waited for in the queue (429 when the queue is full or the wait runs out). The
+        turn's pacer rests once more when the turn ends well (for the work since its last rest:
+        the commit), before the next import's turn begins; a failed import ends its turn at once."""
+        if self.busy:
+            if self.waiting >= self.queue:
+                raise lane_busy("Imports are queued on this server to their limit")
+            self.waiting += 1
+            try:
+                async with asyncio.timeout(self.wait_seconds):
+                    await self._turns.acquire()
+            except TimeoutError:
+                raise lane_busy(
+                    f"No import turn came free on this server within {self.wait_seconds:g} s"
+                ) from None
+            finally:
+                self.waiting -= 1
+        else:
+            await self._turns.acquire()  # free: returns at once
+        try:
+            pacer = Pacer(self.duty)
+            yield pacer
+            await pacer.rest()
+        finally:
+            self._turns.release()
 
-    async def pace(self, worked_seconds: float) -> None:
-        """Rest after `worked_seconds` of work so that work is `duty` of the time."""
-        await asyncio.sleep(worked_seconds * (1 - self.duty) / self.duty)
+
+@dataclass
+class ImportTurn:
+    """What an import runs with: its turn's pacer and, opened after the turn began, the request's
+    transaction."""
+
+    conn: asyncpg.Connection
+    pacer: Pacer
 
 
 @dataclass
@@ -139,10 +224,12 @@ class TransferService:
         export_batch_rows: int = EXPORT_BATCH_ROWS,
         import_chunk_rows: int = IMPORT_CHUNK_ROWS,
         lane: ImportLane | None = None,
+        remote_embedder: bool = False,
     ) -> None:
         self.memories = memories
         self.export_batch_rows = export_batch_rows
         self.import_chunk_rows = import_chunk_rows
+        self.embed_step = IMPORT_REMOTE_EMBED_STEP if remote_embedder else IMPORT_EMBED_STEP
         self.lane = lane or ImportLane()
 
     # ---- export ----------------------------------------------------------------------------
@@ -176,8 +263,9 @@ class TransferService:
         return envelope.memories
 
     async def import_memories(
-        self, conn: asyncpg.Connection, wallet: str, items: list[ImportItem]
+        self, turn: ImportTurn, wallet: str, items: list[ImportItem]
     ) -> ImportReport:
+        """The import, in its turn in the lane: every step of work is followed by a rest."""
         # Both body forms (a bare list, an export envelope) have the cap; Litestar drops the
         # schema's max_length when the body type is a union, so it is checked here again.
         if len(items) > MAX_IMPORT_ITEMS:
@@ -185,17 +273,15 @@ class TransferService:
                 f"An import holds at most {MAX_IMPORT_ITEMS} memories ({len(items)} sent)",
                 {"field": "memories", "max_items": MAX_IMPORT_ITEMS},
             )
-        if len(items) < LANE_MIN_ITEMS:
-            return await self._import(conn, wallet, items, paced=False)
-        async with self.lane.slot():
-            return await self._import(conn, wallet, items, paced=True)
-
-    async def _import(
-        self, conn: asyncpg.Connection, wallet: str, items: list[ImportItem], paced: bool
-    ) -> ImportReport:
+        conn, pacer = turn.conn, turn.pacer
         now = now_utc()
-        prepared = [prepare_import(item, now, i) for i, item in enumerate(items)]
+        prepared: list[PreparedImport | None] = []
+        for start in range(0, len(items), IMPORT_VALIDATE_STEP):
+            step = items[start : start + IMPORT_VALIDATE_STEP]
+            prepared.extend(prepare_import(item, now, start + i) for i, item in enumerate(step))
+            await pacer.rest()
         await repo.lock_imports(conn, wallet)
+        pacer.resume()  # waiting for the wallet's lock (its import on another server) is not work
         held = await repo.held_contents(
             conn, wallet, {(p.fields.namespace, p.content_hash) for p in prepared if p is not None}
         )
@@ -207,20 +293,16 @@ class TransferService:
             if key not in held:
                 held.add(key)  # a later copy within this import is skipped too
                 new.append(p)
-        await self._embed_and_insert(conn, wallet, new, paced)
+        await pacer.rest()
+        await self._embed_and_insert(conn, wallet, new, pacer)
         return ImportReport(imported=len(new), skipped=len(items) - len(new))
 
     async def _embed_and_insert(
-        self, conn: asyncpg.Connection, wallet: str, memories: list[PreparedImport], paced: bool
+        self, conn: asyncpg.Connection, wallet: str, memories: list[PreparedImport], pacer: Pacer
     ) -> None:
         """Chunk by chunk, embedding the next chunk (on the embedder's thread, or remotely)
-        while the database writes this one."""
+        while the database writes this one; each flow rests after each of its steps."""
         embedder = self.memories.embedder
-
-        async def rest(began: float) -> None:
-            if paced:
-                await self.lane.pace(time.monotonic() - began)
-
         chunks = [
             memories[start : start + self.import_chunk_rows]
             for start in range(0, len(memories), self.import_chunk_rows)
@@ -229,14 +311,14 @@ class TransferService:
             return
 
         async def embed_in_steps(texts: list[str]) -> EmbedResult:
+            steps = pacer.beside()
             vectors: list[np.ndarray] = []
             tokens = 0
-            for start in range(0, len(texts), IMPORT_EMBED_STEP):
-                began = time.monotonic()
-                step = await embedder.embed(texts[start : start + IMPORT_EMBED_STEP])
+            for start in range(0, len(texts), self.embed_step):
+                step = await embedder.embed(texts[start : start + self.embed_step])
                 vectors.extend(step.vectors)
                 tokens += step.tokens
-                await rest(began)
+                await steps.rest()
             return EmbedResult(vectors=vectors, tokens=tokens)
 
         def embed(chunk: list[PreparedImport]) -> asyncio.Task[EmbedResult]:
@@ -246,9 +328,9 @@ class TransferService:
         try:
             for i, chunk in enumerate(chunks):
                 embedded = await pending
+                pacer.resume()  # waiting for the embedding was not this flow's work
                 if i + 1 < len(chunks):
                     pending = embed(chunks[i + 1])
-                began = time.monotonic()
                 rows = await memory_repo.insert_many(
                     conn,
                     [
@@ -257,7 +339,7 @@ class TransferService:
                     ],
                 )
                 await history.record(conn, wallet, [history.created(r, "import") for r in rows])
-                await rest(began)  # the writes take CPU too
+                await pacer.rest()  # the writes take CPU too
         finally:
             if not pending.done():
                 pending.cancel()  # a write failed: the next chunk's embedding is not needed

@@ -3,9 +3,12 @@ round trip between two wallets, dedup on import, isolation and bad input."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import httpx
 import numpy as np
 import pytest
 from eth_account import Account
@@ -21,14 +25,16 @@ from memoclaw.types import ExportResponse, Memory
 
 from app.config import LOCAL_EMBED_DIMS
 from app.db.pool import create_pool
+from app.kit.errors import RateLimitExceeded
 from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
 from app.memory.service import content_digest
 from app.transfer.controller import IMPORTS_PER_MINUTE
 from app.transfer.schemas import MAX_IMPORT_ITEMS
-from app.transfer.service import LANE_MIN_ITEMS, ImportLane, TransferService
+from app.transfer.service import ImportLane, Pacer, TransferService
 from tests.support.api import auth, store_memory
 from tests.support.db import count_memories
+from tests.support.server import served
 
 # The fields a caller owns: an export → import round trip keeps every one of them.
 USER_FIELDS = (
@@ -538,26 +544,138 @@ async def test_the_import_cap_holds_for_both_body_forms(
     assert await count_memories(database_url, account.address) == 0
 
 
-async def test_big_imports_take_the_lane_one_at_a_time(app, client: AsyncTestClient) -> None:
-    transfers: TransferService = app.state.transfer_service
-    account = Account.create()
-    big = [{"content": f"big import item {i}"} for i in range(LANE_MIN_ITEMS)]
-    small = [{"content": f"small import item {i}"} for i in range(LANE_MIN_ITEMS - 1)]
-    async with transfers.lane.slot():  # another big import holds the lane
-        r = await client.post("/v1/import", json=big, headers=auth(account))
-        assert r.status_code == 429, r.text
-        assert r.json()["error"]["details"]["reason"] == "import_in_progress"
-        assert int(r.headers["retry-after"]) > 0
-        r = await client.post("/v1/import", json=small, headers=auth(account))
-        assert r.json() == {"imported": len(small), "skipped": 0}  # a batch's size: no lane
-    r = await client.post("/v1/import", json=big, headers=auth(account))
-    assert r.json() == {"imported": len(big), "skipped": 0}
+# ---- every import takes the lane (issue 23, point 5) ---------------------------------------------
 
 
-def test_the_lane_paces_work_to_its_duty_cycle() -> None:
+def work(seconds: float) -> None:
+    """Work as CPU work is: the event loop does nothing else meanwhile."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+async def test_the_lane_queues_imports_in_order_and_refuses_past_its_queue() -> None:
+    lane = ImportLane(queue=2, wait_seconds=30)
+    order: list[int] = []
+
+    async def importer(i: int) -> None:
+        async with lane.turn():
+            order.append(i)
+
+    async with lane.turn():  # an import runs
+        waiting = [asyncio.create_task(importer(i)) for i in range(2)]
+        await asyncio.sleep(0)  # each runs until it waits for the turn
+        assert lane.waiting == 2
+        with pytest.raises(RateLimitExceeded) as refused:  # the queue is full: at once
+            async with lane.turn():
+                pass
+        assert refused.value.details == {"reason": "import_in_progress"}
+        assert int(refused.value.headers["Retry-After"]) > 0
+    await asyncio.gather(*waiting)
+    assert order == [0, 1] and lane.waiting == 0
+
+
+async def test_a_wait_for_a_turn_is_bounded() -> None:
+    lane = ImportLane(queue=8, wait_seconds=0.05)
+    async with lane.turn():
+        with pytest.raises(RateLimitExceeded) as refused:
+            async with lane.turn():
+                pass
+    assert "Retry-After" in refused.value.headers and lane.waiting == 0
+    async with lane.turn():  # the lane is free again; the timed-out wait left nothing behind
+        pass
+
+
+async def test_a_failed_import_ends_its_turn_at_once() -> None:
+    lane = ImportLane(queue=0, duty=0.01)  # a rest would be 99 times the work
+    with pytest.raises(ValueError):
+        async with lane.turn():
+            work(0.02)  # then a failure: no rest before the next turn
+            raise ValueError("bad item")
+    began = time.monotonic()
+    async with lane.turn():
+        pass
+    assert time.monotonic() - began < 1
+
+
+async def test_the_pacer_rests_for_work_not_for_waiting() -> None:
     with pytest.raises(ValueError):
         ImportLane(duty=0)
-    assert ImportLane(duty=1).duty == 1
+    pacer = Pacer(duty=0.25)  # three times the work in rest
+    work(0.05)
+    began = time.monotonic()
+    await pacer.rest()
+    assert time.monotonic() - began >= 0.9 * 3 * 0.05
+    await asyncio.sleep(0.2)  # waiting, e.g. for the embedding of the next chunk
+    pacer.resume()
+    began = time.monotonic()
+    await pacer.rest()
+    assert time.monotonic() - began < 0.1
+
+
+@pytest.fixture
+def one_turn_lane(app, monkeypatch: pytest.MonkeyPatch) -> ImportLane:
+    """The app's import lane replaced by one with no queue: a second import is refused at once."""
+    lane = ImportLane(queue=0)
+    monkeypatch.setattr(app.state.transfer_service, "lane", lane)
+    return lane
+
+
+async def test_an_import_of_any_size_takes_the_lane(
+    client: AsyncTestClient, database_url: str, one_turn_lane: ImportLane
+) -> None:
+    account = Account.create()
+    # a turn held in the app's own event loop (the test client serves from a thread of its own)
+    with client.blocking_portal.wrap_async_context_manager(one_turn_lane.turn()):
+        r = await client.post("/v1/import", json=[{"content": "one"}], headers=auth(account))
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["code"] == "RATE_LIMIT_EXCEEDED"
+        assert r.json()["error"]["details"]["reason"] == "import_in_progress"
+        assert int(r.headers["retry-after"]) > 0
+    assert await count_memories(database_url, account.address) == 0
+    r = await client.post("/v1/import", json=[{"content": "one"}], headers=auth(account))
+    assert r.json() == {"imported": 1, "skipped": 0}
+
+
+async def test_a_client_is_never_refused_by_its_own_previous_import(
+    client: AsyncTestClient, one_turn_lane: ImportLane
+) -> None:
+    account = Account.create()
+    for i in range(5):  # back to back, on a lane that refuses any import it cannot run now
+        r = await client.post("/v1/import", json=[{"content": f"n{i}"}], headers=auth(account))
+        assert r.json() == {"imported": 1, "skipped": 0}, r.text
+
+
+def test_an_import_waiting_for_its_turn_holds_no_database_connection(make_app) -> None:
+    """With a pool of 2: one import runs (one connection), another waits for its turn; a store
+    still gets the other connection and answers while the first import is still running."""
+    app = make_app(database={"pool_min": 1, "pool_max": 2})
+    importers = [Account.create() for _ in range(2)]
+    big = [{"content": f"waiting lane item {i} {uuid.uuid4()}"} for i in range(150)]
+    answered: dict[str, float] = {}
+
+    def run_import(who: int, items: list[dict[str, str]]) -> None:
+        r = httpx.post(f"{url}/v1/import", json=items, headers=auth(importers[who]), timeout=60)
+        assert r.status_code == 200, r.text
+        answered[f"import {who}"] = time.monotonic()
+
+    with served(app) as url:
+        first = threading.Thread(target=run_import, args=(0, big))
+        first.start()
+        lane: ImportLane = app.state.transfer_service.lane
+        while not lane.busy:
+            time.sleep(0.01)
+        second = threading.Thread(target=run_import, args=(1, [{"content": "queued"}]))
+        second.start()
+        while lane.waiting < 1:
+            time.sleep(0.01)
+        r = httpx.post(f"{url}/v1/store", json={"content": "meanwhile"},
+                       headers=auth(Account.create()), timeout=60)  # fmt: skip
+        assert r.status_code == 201, r.text
+        stored = time.monotonic()
+        first.join()
+        second.join()
+    assert stored < answered["import 0"] < answered["import 1"]
 
 
 async def test_imports_have_a_per_wallet_rate_limit(make_app) -> None:
