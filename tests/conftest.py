@@ -24,7 +24,7 @@ from litestar.testing import AsyncTestClient
 from app.asgi import create_app
 from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
 from app.db.schema import upgrade_to_head
-from tests.support.server import served
+from tests.support.server import served, serving
 from tests.support.settings import changed
 
 
@@ -99,3 +99,23 @@ def wallet() -> LocalAccount:
 @pytest.fixture
 def other_wallet() -> LocalAccount:
     return Account.create()
+
+
+@pytest.fixture(scope="module")
+def engram(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """(base URL, log file) of one real `engram serve` for the module, with the free tier and the
+    overall rate limit out of the way (hostile-input tests); stopping it checks the log holds no
+    traceback (a 500 logs one)."""
+    with serving(
+        tmp_path_factory.mktemp("engram"), ENGRAM_DATABASE_URL=database_url,
+        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="1000000",
+    ) as served:  # fmt: skip
+        yield served
+
+
+@pytest.fixture(scope="module")
+def server(engram: tuple[str, Path]) -> str:
+    """The base URL of the module's `engram`."""
+    return engram[0]

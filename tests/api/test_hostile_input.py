@@ -9,7 +9,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from app.auth.signature import (
 from app.config import DatabaseSettings, Settings
 from app.kit.json_input import json_depth_exceeds
 from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
-from tests.support.server import serving
 from tests.support.siwx import challenge, signed_payload, siwx_header
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}
@@ -61,24 +59,6 @@ def body_routes() -> list[tuple[str, str, bool]]:
 
 def deep_metadata(depth: int) -> bytes:
     return b'{"content":"x","metadata":{"a":' + b"[" * depth + b"]" * depth + b"}}"
-
-
-@pytest.fixture(scope="module")
-def engram(
-    database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    """(base URL, log file) of one `engram serve` for the module; stopping it checks the log
-    holds no traceback (a 500 logs one)."""
-    with serving(
-        tmp_path_factory.mktemp("hostile"), ENGRAM_DATABASE_URL=database_url,
-        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="1000000",
-    ) as served:  # fmt: skip
-        yield served
-
-
-@pytest.fixture(scope="module")
-def server(engram: tuple[str, Path]) -> str:
-    return engram[0]
 
 
 def assert_alive(url: str) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,30 +16,12 @@ from mcp.types import INVALID_REQUEST, PARSE_ERROR
 from app.auth.signature import sign_header
 from app.config import LimitsSettings
 from tests.support.mcp import WalletAuth, http_session
-from tests.support.server import serving
 
 ACCEPT = "application/json, text/event-stream"
 # More GET streams than a server could hold for long without slowing everyone (2,000 held took
 # /health to 1.3 s); each must be answered, not held.
 GET_STREAMS = 200
 LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-
-
-@pytest.fixture(scope="module")
-def engram(
-    database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    """(base URL, log) of one `engram serve`; stopping it checks the log holds no traceback."""
-    with serving(
-        tmp_path_factory.mktemp("mcp-guards"), ENGRAM_DATABASE_URL=database_url,
-        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="1000000",
-    ) as served:  # fmt: skip
-        yield served
-
-
-@pytest.fixture(scope="module")
-def server(engram: tuple[str, Path]) -> str:
-    return engram[0]
 
 
 def signed(key: str | None = None, **extra: str) -> dict[str, str]:
