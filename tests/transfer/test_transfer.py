@@ -679,12 +679,21 @@ def test_an_import_waiting_for_its_turn_holds_no_database_connection(make_app) -
 
 
 async def test_imports_have_a_per_wallet_rate_limit(make_app) -> None:
+    """The windows are fixed minutes, and paced imports take seconds: a run whose requests
+    straddle a minute's end (their X-RateLimit-Reset differ) is run again with a fresh wallet,
+    which two runs in a row cannot both do."""
     async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 0})) as c:
-        account, other = Account.create(), Account.create()
-        for i in range(IMPORTS_PER_MINUTE):
-            r = await c.post("/v1/import", json=[{"content": f"r{i}"}], headers=auth(account))
-            assert r.status_code == 200, r.text
-        r = await c.post("/v1/import", json=[{"content": "one more"}], headers=auth(account))
+        for _ in range(2):
+            account, resets = Account.create(), set()
+            for i in range(IMPORTS_PER_MINUTE):
+                r = await c.post("/v1/import", json=[{"content": f"r{i}"}], headers=auth(account))
+                assert r.status_code == 200, r.text
+                resets.add(r.headers["x-ratelimit-reset"])
+            r = await c.post("/v1/import", json=[{"content": "one more"}], headers=auth(account))
+            resets.add(r.headers["x-ratelimit-reset"])
+            if len(resets) == 1:  # all in one window
+                break
         assert r.status_code == 429, r.text
-        r = await c.post("/v1/import", json=[{"content": "another wallet"}], headers=auth(other))
+        r = await c.post("/v1/import", json=[{"content": "another wallet"}],
+                         headers=auth(Account.create()))  # fmt: skip
         assert r.status_code == 200, r.text
