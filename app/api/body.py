@@ -14,8 +14,9 @@ a body nested 25,000 deep overflows the C stack and kills the process before any
 Two defences, either of which holds alone:
 
 - `BoundedRequest.body()` measures the nesting depth of every JSON body before Litestar hands it
-  to a decoder, and refuses one deeper than `MAX_JSON_DEPTH` (or not UTF-8) with a 422; the
-  /mcp mount runs the same `check_json_body` on what it reads (app/mcp/http.py);
+  to a decoder, and refuses one deeper than `MAX_JSON_DEPTH` with a 422 (msgspec refuses
+  bytes that are not UTF-8 as it decodes); the /mcp mount runs the same bound, and a UTF-8
+  check, on what it reads (`check_json_body`, app/mcp/http.py);
 - `restore_recursion_limit()` puts the interpreter's limit back once the app's imports are done.
 """
 
@@ -40,15 +41,22 @@ MAX_JSON_DEPTH = 64
 RECURSION_LIMIT = 1000
 
 
-def check_json_body(body: bytes) -> None:
-    """The depth bound, then UTF-8, as the 422 a REST route answers (another mount that reads
-    JSON runs the same check and renders the refusal in its own protocol)."""
+def check_json_depth(body: bytes) -> None:
+    """The depth bound, as the 422 a REST route answers."""
     try:
         check_depth(body, MAX_JSON_DEPTH)
     except UnreadableJson as exc:
         raise InvalidInput(
             f"JSON body nested deeper than {MAX_JSON_DEPTH} levels", {"max_depth": MAX_JSON_DEPTH}
         ) from exc
+
+
+def check_json_body(body: bytes) -> None:
+    """The depth bound, then UTF-8, for a mount whose decoder does not check UTF-8 as a JSON
+    error (the MCP transport's json.loads raises UnicodeDecodeError). REST routes need only the
+    depth bound: msgspec refuses bytes that are not UTF-8 as it decodes, so they are not read
+    twice (a 64 MiB import)."""
+    check_json_depth(body)
     try:
         check_utf8(body)
     except UnreadableJson as exc:
@@ -82,7 +90,7 @@ class BoundedRequest(Request[Any, Any, Any]):
         body = await super().body()
         if not self._body_checked and body:
             check_json_media_type(self.headers.get("content-type"))
-            check_json_body(body)
+            check_json_depth(body)
             self._body_checked = True
         return body
 

@@ -9,7 +9,7 @@ committed; the MCP transport requests themselves (initialize, tools/list) are no
 Stateless with JSON answers: any worker can serve any MCP request, and there is no session to
 hijack or expire; identity is checked on every request.
 
-What the transport is not handed (`McpGuard`):
+What the transport is not handed (`guarded`):
 - a GET: it would open a server-to-client stream that a stateless server never writes to, held
   for as long as the client likes (600 of them from one wallet were all held). MCP's streamable
   HTTP transport lets a server that offers no stream answer 405, which the mcp SDK's client
