@@ -900,7 +900,7 @@ def start_profiler(args: argparse.Namespace, pid: int) -> subprocess.Popen[bytes
         raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
     return subprocess.Popen(
         [str(py_spy), "record", "--pid", str(pid), "--duration", str(int(args.mix_seconds)),
-         "--rate", "100", "--format", "raw", "--output", str(args.profile)],
+         "--rate", "100", "--format", "raw", "--subprocesses", "--output", str(args.profile)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 

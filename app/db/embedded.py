@@ -86,10 +86,20 @@ class EmbeddedPostgres:
             raise EmbeddedPostgresError("server not started")
         return f"postgresql://{SUPERUSER}@{HOST}:{self.port}/{DATABASE}"
 
+    @property
+    def local_dsn(self) -> str:
+        """The DSN over the unix socket when the server listens on one, else `dsn`: a query
+        over the socket costs both sides less CPU than over TCP loopback (no TCP stack)."""
+        if self.port is None:
+            raise EmbeddedPostgresError("server not started")
+        if not (self.socket_dir / f".s.PGSQL.{self.port}").exists():
+            return self.dsn
+        return f"postgresql://{SUPERUSER}@/{DATABASE}?host={self.socket_dir}&port={self.port}"
+
     def start(self) -> str:
         """Initialise (first time only), start or reuse the server, ensure the database.
 
-        Returns the DSN.
+        Returns the DSN to connect with (`local_dsn`).
         """
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with self._exclusive():
@@ -107,7 +117,7 @@ class EmbeddedPostgres:
                     self._initdb(account)
                 self._pg_ctl_start(account, port)
             self._ensure_database()
-        return self.dsn
+        return self.local_dsn
 
     def stop(self) -> None:
         """Stop the server; does nothing if it is not running."""

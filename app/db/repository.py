@@ -30,3 +30,9 @@ async def ping(conn: asyncpg.Connection) -> bool:
 async def commit_without_waiting_for_flush(conn: asyncpg.Connection) -> None:
     """This transaction's commit returns before its WAL is flushed (durable ~200 ms later)."""
     await conn.execute("SET LOCAL synchronous_commit = off")
+
+
+async def plan_for_the_parameters(conn: asyncpg.Connection) -> None:
+    """This transaction's statements are planned for their parameters, each time they run (the
+    pool's sessions reuse one generic plan per statement, app/db/pool.py)."""
+    await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from app.ai.embedders import Embedder
+from app.db import repository as db
 from app.history import service as history
 from app.kit.errors import InvalidInput, MemoryImmutable, MemoryNotDeleted, MemoryNotFound
 from app.kit.schemas import nfc_names, parse_time
@@ -597,6 +598,8 @@ class MemoryService:
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
         matching = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
         exact = matching <= EXACT_SCAN_MAX_ROWS
+        if not exact:  # a big wallet: its index scans want plans made for its size
+            await db.plan_for_the_parameters(conn)
         keywords = keyword_text(req.query)
         rows, vector_hits = await repo.recall_candidates(
             conn, f, vector, keywords, per_side, exact, matching

@@ -51,7 +51,11 @@ def test_serves_pgvector_and_persists_across_restarts(data_dir: Path) -> None:
     pg = EmbeddedPostgres(data_dir)
     try:
         dsn = pg.start()
-        assert dsn.startswith("postgresql://") and "@127.0.0.1:" in dsn and dsn.endswith("/engram")
+        # the unix socket (cheaper than TCP loopback on both sides), TCP still served
+        assert dsn == f"postgresql://postgres@/engram?host={pg.socket_dir}&port={pg.port}"
+        assert pg.dsn == f"postgresql://postgres@127.0.0.1:{pg.port}/engram"
+        assert fetchval(pg.dsn, "SELECT inet_server_addr() IS NOT NULL") is True
+        assert fetchval(dsn, "SELECT inet_server_addr() IS NULL") is True  # a socket has none
 
         version = fetchval(dsn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         assert tuple(int(part) for part in version.split(".")[:2]) >= (0, 8)
