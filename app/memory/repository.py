@@ -380,20 +380,27 @@ async def restore(conn: asyncpg.Connection, wallet: str, memory_id: UUID) -> asy
     )  # fmt: skip
 
 
-async def record_access(
-    conn: asyncpg.Connection, wallet: str, ids: list[UUID], once_per: timedelta
-) -> list[asyncpg.Record]:
-    """Count a use of each memory (access_count + 1, accessed_at = now), at most once per
-    `once_per` for each: a memory counted less than that long ago is left as it is. Returns the
-    rows that were counted."""
-    rows: list[asyncpg.Record] = await conn.fetch(
-        f"""UPDATE memories m SET access_count = access_count + 1, accessed_at = now()
-            WHERE m.id = ANY($1::uuid[]) AND m.user_id = $2 AND {LIVE}
-              AND (m.access_count = 0 OR m.accessed_at <= now() - $3::interval)
-            RETURNING {COLUMNS}""",
-        ids, wallet, once_per,
+async def use_one(
+    conn: asyncpg.Connection, wallet: str, memory_id: UUID, once_per: timedelta
+) -> tuple[asyncpg.Record | None, bool]:
+    """Count a use of the memory (access_count + 1, accessed_at = now), unless it was counted
+    less than `once_per` ago, and read it in the same statement whether the use counted or not:
+    (the row after counting, True), (the row as it is, False), or (None, False) when the wallet
+    has no such live memory."""
+    row = await conn.fetchrow(
+        f"""WITH counted AS (
+                UPDATE memories m SET access_count = access_count + 1, accessed_at = now()
+                WHERE m.id = $1 AND m.user_id = $2 AND {LIVE}
+                  AND (m.access_count = 0 OR m.accessed_at <= now() - $3::interval)
+                RETURNING {COLUMNS}
+            )
+            SELECT *, true AS counted FROM counted
+            UNION ALL
+            SELECT {COLUMNS}, false FROM memories m
+            WHERE m.id = $1 AND m.user_id = $2 AND {LIVE} AND NOT EXISTS (SELECT FROM counted)""",
+        memory_id, wallet, once_per,
     )  # fmt: skip
-    return rows
+    return (row, bool(row["counted"])) if row is not None else (None, False)
 
 
 async def record_access_each_time(conn: asyncpg.Connection, wallet: str, ids: list[UUID]) -> None:
@@ -423,16 +430,22 @@ async def get_many(
 async def list_page(
     conn: asyncpg.Connection, f: MemoryFilter, limit: int, offset: int, order: ListOrder
 ) -> tuple[list[asyncpg.Record], int]:
+    """One page of the memories `f` matches, and how many it matches in all: one statement (a
+    page past the end still carries the total, on a row of NULLs that is not returned)."""
     sql = filter_sql(f)
     where = sql.sql()
-    total = await conn.fetchval(f"SELECT count(*) FROM memories m WHERE {where}", *sql.params)
-    rows = await conn.fetch(
-        f"""SELECT {COLUMNS} FROM memories m WHERE {where}
-            ORDER BY {_order_by(order)}
-            LIMIT {sql.param(limit)} OFFSET {sql.param(offset)}""",
+    found = await conn.fetch(
+        f"""SELECT page.*, total.n AS total
+            FROM (SELECT count(*) AS n FROM memories m WHERE {where}) total
+            LEFT JOIN LATERAL (
+                SELECT {COLUMNS} FROM memories m WHERE {where}
+                ORDER BY {_order_by(order)}
+                LIMIT {sql.param(limit)} OFFSET {sql.param(offset)}
+            ) page ON true""",
         *sql.params,
     )
-    return rows, int(total)
+    rows = [r for r in found if r["id"] is not None]
+    return rows, int(found[0]["total"])
 
 
 async def count(conn: asyncpg.Connection, f: MemoryFilter) -> int:

@@ -408,13 +408,12 @@ class MemoryService:
         """A caller used the memory (read it by id, or said it helped): count the access, at
         most once per `access_counted_once_per` (scoring.py). Returns the memory and whether this
         use was counted."""
-        # the counting UPDATE returns the row: one statement when the use counts, a read only
-        # when it does not (counted today already, or no such memory: 404)
-        memory = parse_memory_id(memory_id)
-        counted = await repo.record_access(conn, wallet, [memory], self.access_counted_once_per)
-        if counted:
-            return counted[0], True
-        return await self.get(conn, wallet, memory_id), False
+        row, counted = await repo.use_one(
+            conn, wallet, parse_memory_id(memory_id), self.access_counted_once_per
+        )
+        if row is None:
+            raise MemoryNotFound(memory_id)
+        return row, counted
 
     async def list_page(
         self,

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from eth_account import Account
 from litestar.testing import AsyncTestClient
 
 from app.memory import service as memory_service
@@ -23,6 +24,16 @@ async def test_store_applies_contract_defaults(client: AsyncTestClient, wallet) 
     # reading it is its first use (app/memory/scoring.py: an access is a use)
     assert m["accessed_at"] and m["access_count"] == 1 and "deleted_at" not in m
     assert m["embedding_model"] == "all-MiniLM-L6-v2"
+    # read again within the counting period: the same memory, not counted again
+    again = (await client.get(f"/v1/memories/{stored['id']}", headers=auth(wallet))).json()
+    assert again["access_count"] == 1 and again["accessed_at"] == m["accessed_at"]
+    assert again == m
+    other = Account.create()  # another wallet's read: no such memory, and nothing counted
+    r = await client.get(f"/v1/memories/{stored['id']}", headers=auth(other))
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
+    await client.delete(f"/v1/memories/{stored['id']}", headers=auth(wallet))
+    r = await client.get(f"/v1/memories/{stored['id']}", headers=auth(wallet))
+    assert r.status_code == 404
 
 
 async def test_store_accepts_top_level_tags_and_metadata_tags(
@@ -132,6 +143,10 @@ async def test_list_filters_paginates_and_totals(client: AsyncTestClient, wallet
     assert page["total"] == 12 and len(page["memories"]) == 5 and page["limit"] == 5
     page3 = (await client.get("/v1/memories?limit=5&offset=10", headers=h)).json()
     assert len(page3["memories"]) == 2 and page3["offset"] == 10
+    past = (await client.get("/v1/memories?limit=5&offset=40", headers=h)).json()
+    assert past["memories"] == [] and past["total"] == 12  # past the end: still the total
+    empty = (await client.get("/v1/memories?namespace=none-here", headers=h)).json()
+    assert empty["memories"] == [] and empty["total"] == 0
     ids = [m["id"] for m in page["memories"]]
     assert len(set(ids)) == 5
     created = [m["created_at"] for m in page["memories"]]
