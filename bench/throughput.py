@@ -978,6 +978,7 @@ def main() -> None:
     result = {
         "machine": machine,
         "settings": {
+            "command": "bench/throughput.py " + shlex.join(sys.argv[1:]),
             "seconds": args.seconds, "mix_seconds": args.mix_seconds,
             "concurrency": args.concurrency, "rates": args.rates,
             "mix_clients": args.mix_clients, "mix": dict(MIX), "batch_size": BATCH_SIZE,

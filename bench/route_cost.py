@@ -1,0 +1,95 @@
+"""CPU per request of each route in the mix, one route at a time: where a request's cost goes.
+
+`engram serve` (one worker, embedded defaults) in a subprocess, one wallet filled with 50
+memories, then for each operation of bench/throughput.py's mix (list, get, recall, store) N
+requests from one client, one after another, with the CPU each party used (bench/throughput.py's
+CpuMeter: the server's event-loop thread, its other threads, PostgreSQL, this client) divided by
+N. One client at a time, so the figures are costs, not contention; the mix's own CPU per request
+is their weighted sum plus what concurrency adds.
+
+Run: .venv/bin/python bench/route_cost.py [--requests 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from throughput import (  # noqa: E402  (bench/ is not a package: imported as a sibling script)
+    FILL_PER_WALLET,
+    MIX,
+    CpuMeter,
+    Server,
+    Wallet,
+    free_port,
+    memory_body,
+    recall_query,
+    temporary_root,
+)
+
+
+async def one(client: httpx.AsyncClient, op: str, wallet: Wallet, rng: random.Random) -> None:
+    h = wallet.headers()
+    if op == "list":
+        r = await client.get("/v1/memories", params={"limit": 20}, headers=h)
+    elif op == "get":
+        r = await client.get(f"/v1/memories/{rng.choice(wallet.ids)}", headers=h)
+    elif op == "recall":
+        r = await client.post("/v1/recall", json={"query": recall_query(rng), "limit": 5}, headers=h)
+    else:
+        r = await client.post("/v1/store", json=memory_body(rng), headers=h)
+    r.raise_for_status()
+
+
+async def measure(server: Server, requests: int) -> dict[str, dict[str, float]]:
+    rng = random.Random(11)
+    wallet = Wallet.create()
+    meter = CpuMeter(server.pid, server.postgres_pid())
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        body = {"memories": [memory_body(rng) for _ in range(FILL_PER_WALLET)]}
+        r = await client.post("/v1/store/batch", json=body, headers=wallet.headers())
+        wallet.ids = r.json()["ids"]
+        out = {}
+        for op, _ in MIX:
+            for _ in range(20):  # warm: connections, plans, caches
+                await one(client, op, wallet, rng)
+            before = meter.reading()
+            for _ in range(requests):
+                await one(client, op, wallet, rng)
+            used = CpuMeter.seconds(before, meter.reading())
+            out[op] = {k: 1000 * v / requests for k, v in used.items()}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--requests", type=int, default=400)
+    args = p.parse_args()
+    with temporary_root() as root:
+        server = Server(root, free_port(), None, None, 1)
+        try:
+            server.start()
+            figures = asyncio.run(measure(server, args.requests))
+        finally:
+            server.stop()
+    parties = ("wall", "server_loop", "server_threads", "postgres", "generator", "other")
+    print(f"ms per request, {args.requests} sequential requests each, one client, one worker")
+    print(f"{'route':<8}" + "".join(f"{p:>15}" for p in parties) + f"{'server+pg':>12}")
+    weighted = 0.0
+    for op, share in MIX:
+        f = figures[op]
+        cost = f["server_loop"] + f["server_threads"] + f["postgres"]
+        weighted += share * cost
+        print(f"{op:<8}" + "".join(f"{f[p]:>15.2f}" for p in parties) + f"{cost:>12.2f}")
+    print(f"the mix's weights ({', '.join(f'{op} {s:.0%}' for op, s in MIX)}): {weighted:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
