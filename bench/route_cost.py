@@ -22,7 +22,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from throughput import (  # noqa: E402  (bench/ is not a package: imported as a sibling script)
+from throughput import (
     FILL_PER_WALLET,
     MIX,
     CpuMeter,
@@ -42,7 +42,9 @@ async def one(client: httpx.AsyncClient, op: str, wallet: Wallet, rng: random.Ra
     elif op == "get":
         r = await client.get(f"/v1/memories/{rng.choice(wallet.ids)}", headers=h)
     elif op == "recall":
-        r = await client.post("/v1/recall", json={"query": recall_query(rng), "limit": 5}, headers=h)
+        r = await client.post(
+            "/v1/recall", json={"query": recall_query(rng), "limit": 5}, headers=h
+        )
     else:
         r = await client.post("/v1/store", json=memory_body(rng), headers=h)
     r.raise_for_status()
