@@ -42,7 +42,6 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import asyncpg
 import httpx
 from eth_account import Account
 
@@ -75,6 +74,7 @@ from app.config import (  # noqa: E402
 )
 from app.db.embedded import EmbeddedPostgres  # noqa: E402
 from app.db.schema import upgrade_to_head  # noqa: E402
+from tests.support.db import create_database  # noqa: E402
 from tests.support.wire import JsonHandler  # noqa: E402
 
 MEM0_VERSION = "2.2.1"
@@ -355,15 +355,6 @@ def engram_served(settings: Settings) -> Iterator[str]:
 
     with served(create_app(settings)) as url:
         yield url
-
-
-async def create_database(dsn: str, name: str) -> str:
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return f"{dsn.rsplit('/', 1)[0]}/{name}"
 
 
 def question_embedding_seconds(

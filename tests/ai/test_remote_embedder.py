@@ -11,28 +11,18 @@ import sys
 import uuid
 from pathlib import Path
 
-import asyncpg
 from litestar.testing import AsyncTestClient
 
 from app.db.schema import upgrade_to_head
 from tests.support.api import auth, store_memory
+from tests.support.db import create_database
 from tests.support.openai_wire import OpenAICompatibleServer
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-async def _create_database(database_url: str, name: str) -> str:
-    server_url, _, _ = database_url.rpartition("/")
-    conn = await asyncpg.connect(f"{server_url}/postgres")
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return f"{server_url}/{name}"
-
-
 async def test_openai_compatible_endpoint_end_to_end(make_app, database_url, wallet) -> None:
-    url = await _create_database(database_url, f"engram512_{uuid.uuid4().hex[:8]}")
+    url = await create_database(database_url, f"engram512_{uuid.uuid4().hex[:8]}")
     await asyncio.to_thread(upgrade_to_head, url, 512, "text-embedding-3-small")
     with OpenAICompatibleServer() as endpoint:
         app = make_app(database={"url": url}, embedder={"base_url": endpoint.base_url})

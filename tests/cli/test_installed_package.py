@@ -19,8 +19,7 @@ import sysconfig
 import uuid
 from pathlib import Path
 
-import asyncpg
-
+from tests.support.db import create_database
 from tests.support.server import engram_env, start_serve, stop_serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,13 +59,7 @@ def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
 
 
 async def _fresh_database(database_url: str) -> str:
-    name = f"engram_wheel_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(database_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return database_url.rsplit("/", 1)[0] + "/" + name
+    return await create_database(database_url, f"engram_wheel_{uuid.uuid4().hex[:12]}")
 
 
 def test_wheel_install_serves_the_dev_chain_and_takes_a_payment(
