@@ -13,7 +13,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
-from app.api.transaction import relax_commit, request_transaction
+from app.api.transaction import one_statement, relax_commit, request_transaction
 from app.kit.schemas import absent_if_none, iso
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
@@ -160,7 +160,7 @@ class MemoryController(Controller):
                 item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
         return RecallAnswer(items, tokens)
 
-    @get("/memories", dependencies=MEMORY_FILTER)
+    @get("/memories", dependencies=MEMORY_FILTER, opt=one_statement())  # page + total in one
     async def list_memories(
         self,
         conn: Conn,
@@ -176,7 +176,7 @@ class MemoryController(Controller):
         )
         return MemoryPage([memory_to_wire(r) for r in rows], total, limit, offset)
 
-    @get("/memories/count", dependencies=MEMORY_FILTER)
+    @get("/memories/count", dependencies=MEMORY_FILTER, opt=one_statement())
     async def count(
         self, conn: Conn, memory_service: Memories, memory_filter: NamedDependency[MemoryFilter]
     ) -> MemoryCount:
@@ -211,7 +211,11 @@ class MemoryController(Controller):
         rows, total = await memory_service.search(conn, memory_filter, q, limit, by)
         return SearchAnswer([memory_to_wire(r) for r in rows], total, q)
 
-    @get("/memories/{memory_id:str}", responses=error_responses(not_found=NO_SUCH_MEMORY))
+    @get(
+        "/memories/{memory_id:str}",
+        responses=error_responses(not_found=NO_SUCH_MEMORY),
+        opt=one_statement(),  # the read and its access count in one
+    )
     async def get_memory(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
     ) -> Memory:
