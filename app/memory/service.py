@@ -51,6 +51,7 @@ from app.memory.scoring import (
     with_carried,
     with_event_time,
 )
+from app.memory.sizes import RecentSizes
 
 # Store merges a new memory into an existing one of the same wallet and namespace at or above
 # this cosine similarity (MemoClaw's seed architecture figure; docs/api-contract.md,
@@ -262,6 +263,7 @@ class MemoryService:
         self.second_round = second_round  # continuation and relations of the top hits
         self.event_time_boost = event_time_boost  # the time a query names
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
+        self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
 
     # ---- store -----------------------------------------------------------------------------
 
@@ -354,7 +356,11 @@ class MemoryService:
         stored_same = await repo.find_same_contents(conn, wallet, keys)
         stored_near: list[tuple[asyncpg.Record, float] | None] = [None] * len(items)
         if near_dedup:
-            stored = await repo.count_up_to(conn, MemoryFilter(wallet), DEDUP_SCAN_MAX_ROWS + 1)
+            everything = MemoryFilter(wallet)
+            stored = await self.sizes.count(
+                f"dedup {everything!r}",
+                lambda: repo.count_up_to(conn, everything, DEDUP_SCAN_MAX_ROWS + 1),
+            )
             stored_near = await repo.nearest_each(
                 conn,
                 wallet,
@@ -595,19 +601,24 @@ class MemoryService:
         embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
-        matching = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
+        matching = await self.sizes.count(
+            f"recall {f!r}", lambda: repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
+        )
         exact = matching <= EXACT_SCAN_MAX_ROWS
+        # the keyword side's IDF counts over up to this many rows: every row of a small wallet
+        # (a count that is seconds old must not cut the sample short), a sample of a big one's
+        corpus = EXACT_SCAN_MAX_ROWS + 1
         if not exact:  # a big wallet: its index scans want plans made for its size
             await db.plan_for_the_parameters(conn)
         keywords = keyword_text(req.query)
         rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, keywords, per_side, exact, matching
+            conn, f, vector, keywords, per_side, exact, corpus
         )
         if not exact and vector_hits < per_side:
             # Many rows match, yet the index scan came back short (filters starved it even with
             # iterative scanning): an exact scan returns the true top k.
             rows, _ = await repo.recall_candidates(
-                conn, f, vector, keywords, per_side, True, matching
+                conn, f, vector, keywords, per_side, True, corpus
             )
         ranking = _Ranking(
             req, now_utc(), self.access_boost, self.event_time_boost, self.default_min_similarity

@@ -1,0 +1,44 @@
+"""How many memories a filter matches, as this process recently counted: it picks a plan
+(an exact scan of a small wallet's rows, or a walk of the HNSW index for a big one), never an
+answer, so a count a few seconds old is as good as a fresh one and saves a statement per recall
+and per store.
+
+What a stale count can do, and why it is harmless:
+- a wallet just grown past the threshold is scanned exactly a little longer: exact is always
+  the true top k, only slower;
+- a wallet just shrunk below it walks the index, as every big wallet does, and recall falls
+  back to the exact scan when the walk comes back short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+MEMO_SECONDS = 5.0
+MEMO_FILTERS = 10_000
+
+
+@dataclass
+class RecentSizes:
+    """Counts (capped, as `count_up_to` gives them) by filter, each trusted for `max_age`."""
+
+    max_age: float = MEMO_SECONDS
+    max_filters: int = MEMO_FILTERS
+    clock: Callable[[], float] = time.monotonic
+    _seen: OrderedDict[str, tuple[float, int]] = field(default_factory=OrderedDict)
+
+    async def count(self, key: str, count: Callable[[], Awaitable[int]]) -> int:
+        """The remembered count for `key` if recent, else `count()`, remembered."""
+        seen = self._seen.get(key)
+        now = self.clock()
+        if seen is not None and now - seen[0] <= self.max_age:
+            return seen[1]
+        counted = await count()
+        self._seen[key] = (now, counted)
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.max_filters:
+            self._seen.popitem(last=False)
+        return counted
