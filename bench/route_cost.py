@@ -7,7 +7,10 @@ CpuMeter: the server's event-loop thread, its other threads, PostgreSQL, this cl
 N. One client at a time, so the figures are costs, not contention; the mix's own CPU per request
 is their weighted sum plus what concurrency adds.
 
-Run: .venv/bin/python bench/route_cost.py [--requests 400]
+`--profile DIR` records the server with py-spy while each route runs (DIR/<route>.txt, raw
+collapsed stacks, idle samples left out) and prints each route's heaviest frames by self time.
+
+Run: .venv/bin/python bench/route_cost.py [--requests 400] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -50,7 +55,44 @@ async def one(client: httpx.AsyncClient, op: str, wallet: Wallet, rng: random.Ra
     r.raise_for_status()
 
 
-async def measure(server: Server, requests: int) -> dict[str, dict[str, float]]:
+def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    py_spy = Path(sys.executable).parent / "py-spy"
+    if not py_spy.exists():
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    proc = subprocess.Popen(
+        [str(py_spy), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+         "--output", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return proc
+
+
+def stop_py_spy(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(subprocess.signal.SIGINT)  # py-spy writes its output on SIGINT
+    proc.wait(timeout=60)
+
+
+def heaviest_frames(path: Path, top: int = 25) -> list[tuple[str, float, float]]:
+    """(frame, self %, inclusive %) of the samples in a raw py-spy file, heaviest self first."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        frames = stack.split(";")
+        total += int(n)
+        own[frames[-1]] += int(n)
+        for frame in set(frames):
+            inclusive[frame] += int(n)
+    total = total or 1
+    return [(f, 100 * n / total, 100 * inclusive[f] / total) for f, n in own.most_common(top)]
+
+
+async def measure(
+    server: Server, requests: int, profile: Path | None = None
+) -> dict[str, dict[str, float]]:
     rng = random.Random(11)
     wallet = Wallet.create()
     meter = CpuMeter(server.pid, server.postgres_pid())
@@ -62,10 +104,15 @@ async def measure(server: Server, requests: int) -> dict[str, dict[str, float]]:
         for op, _ in MIX:
             for _ in range(20):  # warm: connections, plans, caches
                 await one(client, op, wallet, rng)
+            spy = start_py_spy(server.pid, profile / f"{op}.txt") if profile else None
+            if spy:
+                await asyncio.sleep(1)  # py-spy attaches
             before = meter.reading()
             for _ in range(requests):
                 await one(client, op, wallet, rng)
             used = CpuMeter.seconds(before, meter.reading())
+            if spy:
+                stop_py_spy(spy)
             out[op] = {k: 1000 * v / requests for k, v in used.items()}
     return out
 
@@ -73,12 +120,15 @@ async def measure(server: Server, requests: int) -> dict[str, dict[str, float]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--requests", type=int, default=400)
+    p.add_argument("--profile", type=Path, default=None, help="py-spy each route into DIR")
     args = p.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with temporary_root() as root:
         server = Server(root, free_port(), None, None, 1)
         try:
             server.start()
-            figures = asyncio.run(measure(server, args.requests))
+            figures = asyncio.run(measure(server, args.requests, args.profile))
         finally:
             server.stop()
     parties = ("wall", "server_loop", "server_threads", "postgres", "generator", "other")
@@ -91,6 +141,11 @@ def main() -> None:
         weighted += share * cost
         print(f"{op:<8}" + "".join(f"{f[p]:>15.2f}" for p in parties) + f"{cost:>12.2f}")
     print(f"the mix's weights ({', '.join(f'{op} {s:.0%}' for op, s in MIX)}): {weighted:.2f} ms")
+
+    for op, _ in MIX if args.profile else ():
+        print(f"\n{op}: heaviest frames by self time (self %, inclusive %)")
+        for frame, own, inclusive in heaviest_frames(args.profile / f"{op}.txt"):
+            print(f"  {own:5.1f} {inclusive:5.1f}  {frame[:150]}")
 
 
 if __name__ == "__main__":
