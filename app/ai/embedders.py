@@ -99,7 +99,7 @@ class LocalMiniLMEmbedder:
     max_tokens = 256  # sentence-transformers' max_seq_length for this model
 
     def __init__(
-        self, intra_op_threads: int = 2, int8: bool = True, cache_dir: Path | None = None
+        self, intra_op_threads: int = 1, int8: bool = True, cache_dir: Path | None = None
     ) -> None:
         """`int8`: run the dynamically quantized model (app/ai/int8.py), one text per call;
         otherwise the shipped model in float, 32 texts per call."""
@@ -338,7 +338,9 @@ class CachedEmbedder:
 def build_embedder(settings: EmbedderSettings) -> Embedder:
     """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured."""
     if not settings.is_remote:
-        return CachedEmbedder(LocalMiniLMEmbedder(int8=settings.int8))
+        return CachedEmbedder(
+            LocalMiniLMEmbedder(intra_op_threads=settings.threads, int8=settings.int8)
+        )
     return CachedEmbedder(
         OpenAIEmbedder(
             api_key=settings.openai_api_key or None,

@@ -375,3 +375,9 @@ def test_build_embedder_keyless_base_url() -> None:
     assert isinstance(embedder, CachedEmbedder)
     assert isinstance(embedder.inner, OpenAIEmbedder)
     assert (embedder.model_name, embedder.dims) == ("nomic-embed-text", 768)
+
+
+def test_the_local_model_runs_on_the_configured_threads() -> None:
+    built = build_embedder(EmbedderSettings(threads=3))
+    assert isinstance(built, CachedEmbedder) and isinstance(built.inner, LocalMiniLMEmbedder)
+    assert built.inner.intra_op_threads == 3

@@ -24,6 +24,7 @@ from app.config import (
     integer,
     integer_or_none,
     path,
+    positive_integer,
     text,
     usd_amount,
 )
@@ -77,6 +78,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     text: ("some-value", "some-value"),
     integer: ("7", 7),
     integer_or_none: ("7", 7),
+    positive_integer: ("7", 7),
     path: ("/srv/engram", Path("/srv/engram")),
     comma_list: ("a, b", ("a", "b")),
     usd_amount: ("0.5", Decimal("0.5")),
@@ -178,3 +180,10 @@ def test_readme_lists_every_variable_with_its_default() -> None:
         else:
             # a gloss may follow the value: "604800 (7 days)"
             assert table[name] == value or table[name].startswith(f"{value} ("), name
+
+
+def test_the_local_model_takes_one_thread_unless_told_and_never_none() -> None:
+    assert Settings.from_env({}).embedder.threads == 1
+    assert Settings.from_env({"ENGRAM_EMBED_THREADS": "2"}).embedder.threads == 2
+    with pytest.raises(SystemExit, match="ENGRAM_EMBED_THREADS must be 1 or more"):
+        Settings.from_env({"ENGRAM_EMBED_THREADS": "0"})
