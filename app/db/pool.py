@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import asyncpg
+import msgspec
 from pgvector.asyncpg import register_vector
 
 # Why each setting:
@@ -46,7 +46,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
     for json_type in ("json", "jsonb"):
         await conn.set_type_codec(
-            json_type, encoder=_dump_json, decoder=json.loads, schema="pg_catalog"
+            json_type, encoder=_dump_json, decoder=msgspec.json.decode, schema="pg_catalog"
         )
 
 
@@ -90,4 +90,6 @@ def asyncpg_dsn(url: str) -> str:
 
 
 def _dump_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # msgspec, not the json module: a recall decodes the metadata of each of its ~60 candidate
+    # rows, and msgspec reads (and writes) such objects about 4x (8x) faster, to the same values
+    return msgspec.json.encode(value).decode()

@@ -101,3 +101,22 @@ async def test_statements_plan_once_unless_the_transaction_asks_for_custom_plans
             assert shown >= 1
     finally:
         await pool.close()
+
+
+async def test_json_round_trips_through_the_pool_as_it_was_written(database_url: str) -> None:
+    value = {
+        "name": "Zoë \u2028 ☕",
+        "nested": {"list": [1, 2.5, None, True, "x"], "empty": {}},
+        "big": 123456789012345678901234567890,
+    }
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT $1::jsonb", value) == value
+            assert await conn.fetchval("SELECT $1::json", value) == value
+            # what PostgreSQL stored is the JSON text itself, not a quoted string
+            assert await conn.fetchval("SELECT jsonb_typeof($1::jsonb -> 'nested')", value) == (
+                "object"
+            )
+    finally:
+        await pool.close()
