@@ -12,6 +12,7 @@ from uuid import UUID, uuid4
 
 import asyncpg
 import numpy as np
+from pgvector import Vector
 
 LIVE = "m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
 COLUMNS = (
@@ -179,15 +180,12 @@ def _content_lock_key(wallet: str, namespace: str, digest: bytes) -> str:
     return f"{wallet}\x1f{namespace}\x1f{digest.hex()}"
 
 
-def _flat(vectors: list[np.ndarray]) -> list[float]:
-    """Vectors as one flat real[] parameter (asyncpg has no codec for vector[])."""
-    return np.concatenate(vectors).astype(np.float32).tolist() if vectors else []
-
-
-def _nth_vector(param: str, ordinal: str, vectors: list[np.ndarray]) -> str:
-    """SQL for the `ordinal`-th (1-based) vector of a parameter built by _flat."""
-    dims = len(vectors[0]) if vectors else 0
-    return f"({param}::real[])[({ordinal} - 1) * {dims} + 1 : {ordinal} * {dims}]::vector"
+def _vector_array(vectors: list[np.ndarray]) -> list[Vector]:
+    """Vectors as one vector[] parameter. Each is wrapped, or asyncpg's array encoder would take
+    an ndarray for a sub-array; wrapped, each goes over in pgvector's binary form, where the
+    flat real[] this replaced was encoded one Python float at a time (0.14 ms of the event
+    loop per vector)."""
+    return [Vector(v) for v in vectors]
 
 
 async def lock_contents(conn: asyncpg.Connection, wallet: str, keys: list[ContentKey]) -> None:
@@ -232,10 +230,9 @@ async def nearest_each(
     """
     order = "(m.embedding <=> u.embedding) + 0" if exact else "m.embedding <=> u.embedding"
     rows = await conn.fetch(
-        # MATERIALIZED: each vector is sliced out of the parameter once, not once per distance
         f"""WITH u AS MATERIALIZED (
-                SELECT v.namespace, v.i, {_nth_vector("$3", "v.i", embeddings)} AS embedding
-                FROM unnest($2::text[]) WITH ORDINALITY AS v(namespace, i)
+                SELECT v.namespace, v.i, v.embedding
+                FROM unnest($2::text[], $3::vector[]) WITH ORDINALITY AS v(namespace, embedding, i)
             )
             SELECT u.i, near.* FROM u
             CROSS JOIN LATERAL (
@@ -243,7 +240,7 @@ async def nearest_each(
                 WHERE m.user_id = $1 AND m.namespace = u.namespace AND {LIVE}
                 ORDER BY {order} LIMIT 1
             ) near""",
-        wallet, namespaces, _flat(embeddings),
+        wallet, namespaces, _vector_array(embeddings),
     )  # fmt: skip
     found: list[tuple[asyncpg.Record, float] | None] = [None] * len(namespaces)
     for r in rows:
@@ -264,26 +261,27 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
             embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
             expires_at, pinned, immutable, created_at, updated_at, accessed_at, access_count,
             deleted_at, occurred_at, mentioned_at)
-        SELECT u.id, u.user_id, u.content, u.content_hash, {_nth_vector("$5", "u.i", vectors)},
+        SELECT u.id, u.user_id, u.content, u.content_hash, u.embedding,
             u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
             u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable,
             coalesce(u.created_at, now()), coalesce(u.updated_at, now()),
             coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at,
             u.occurred_at, u.mentioned_at
-        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $6::text[], $7::jsonb[],
-            $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[],
-            $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[],
-            $19::int[], $20::timestamptz[], $21::timestamptz[], $22::timestamptz[])
+        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::vector[], $6::text[],
+            $7::jsonb[], $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[],
+            $13::timestamptz[], $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[],
+            $18::timestamptz[], $19::int[], $20::timestamptz[], $21::timestamptz[],
+            $22::timestamptz[])
             WITH ORDINALITY
-            AS u(id, user_id, content, content_hash, embedding_model, metadata, importance,
-                 namespace, memory_type, session_id, agent_id, expires_at, pinned, immutable,
-                 created_at, updated_at, accessed_at, access_count, deleted_at, occurred_at,
-                 mentioned_at, i)
+            AS u(id, user_id, content, content_hash, embedding, embedding_model, metadata,
+                 importance, namespace, memory_type, session_id, agent_id, expires_at, pinned,
+                 immutable, created_at, updated_at, accessed_at, access_count, deleted_at,
+                 occurred_at, mentioned_at, i)
         ORDER BY u.i  -- `seq` (the default) numbers the rows in the order given
         RETURNING {COLUMNS}
         """,
         ids, [n.wallet for n in new], [n.fields.content for n in new],
-        [n.content_hash for n in new], _flat(vectors),
+        [n.content_hash for n in new], _vector_array(vectors),
         [n.embedding_model for n in new], [n.fields.metadata for n in new],
         [n.importance for n in new], [n.fields.namespace for n in new],
         [n.fields.memory_type for n in new], [n.fields.session_id for n in new],

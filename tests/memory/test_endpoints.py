@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import numpy as np
 import pytest
 from eth_account import Account
 from litestar.testing import AsyncTestClient
+from pgvector.asyncpg import register_vector
 
 from app.memory import service as memory_service
 from tests.support.api import auth, store_memory
@@ -377,3 +379,25 @@ async def test_static_routes_win_over_memory_id(client: AsyncTestClient, wallet)
         assert (await client.get(path, headers=h)).status_code == 200, path
     r = await client.get("/v1/memories/not-a-uuid", headers=h)
     assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+async def test_a_batch_stores_each_memory_with_its_own_vector_exactly(
+    client: AsyncTestClient, app, wallet, database_url
+) -> None:
+    contents = [FACTS[1], FACTS[2], FACTS[3]]
+    r = await client.post(
+        "/v1/store/batch",
+        json={"memories": [{"content": c} for c in contents]},
+        headers=auth(wallet),
+    )
+    assert r.status_code == 201, r.text
+    ids = r.json()["ids"]
+    expected = (await app.state.embedder.embed(contents)).vectors
+    conn = await asyncpg.connect(database_url)
+    try:
+        await register_vector(conn)
+        for memory_id, vector in zip(ids, expected, strict=True):
+            stored = await conn.fetchval("SELECT embedding FROM memories WHERE id = $1", memory_id)
+            assert np.array_equal(stored.to_numpy(), vector.astype(np.float32)), memory_id
+    finally:
+        await conn.close()
