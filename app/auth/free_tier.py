@@ -16,7 +16,6 @@ A memo of "none left" is never trusted (an operator may give calls back): that i
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,32 +23,30 @@ import asyncpg
 
 from app.auth import repository
 from app.auth.schemas import FreeTierStatus
+from app.kit.memo import RecentValues
 
 MEMO_SECONDS = 1.0
 MEMO_WALLETS = 10_000
 
 
-@dataclass
 class RecentCounts:
     """The free calls each wallet had left when this process last learnt it, for `max_age`."""
 
-    max_age: float = MEMO_SECONDS
-    max_wallets: int = MEMO_WALLETS
-    clock: Callable[[], float] = time.monotonic
-    _seen: OrderedDict[str, tuple[float, int]] = field(default_factory=OrderedDict)
+    def __init__(
+        self,
+        max_age: float = MEMO_SECONDS,
+        max_wallets: int = MEMO_WALLETS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._memo: RecentValues[str, int] = RecentValues(max_age, max_wallets, clock)
 
     def calls_left(self, wallet: str) -> int | None:
         """The remembered count if it is recent and not zero, else None (read it)."""
-        seen = self._seen.get(wallet)
-        if seen is None or self.clock() - seen[0] > self.max_age or seen[1] <= 0:
-            return None
-        return seen[1]
+        left = self._memo.recent(wallet)
+        return left if left is not None and left > 0 else None
 
     def learnt(self, wallet: str, left: int) -> None:
-        self._seen[wallet] = (self.clock(), left)
-        self._seen.move_to_end(wallet)
-        while len(self._seen) > self.max_wallets:
-            self._seen.popitem(last=False)
+        self._memo.learnt(wallet, left)
 
 
 @dataclass(frozen=True)

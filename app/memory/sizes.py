@@ -13,32 +13,30 @@ What a stale count can do, and why it is harmless:
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+
+from app.kit.memo import RecentValues
 
 MEMO_SECONDS = 5.0
 MEMO_FILTERS = 10_000
 
 
-@dataclass
 class RecentSizes:
     """Counts (capped, as `count_up_to` gives them) by filter, each trusted for `max_age`."""
 
-    max_age: float = MEMO_SECONDS
-    max_filters: int = MEMO_FILTERS
-    clock: Callable[[], float] = time.monotonic
-    _seen: OrderedDict[str, tuple[float, int]] = field(default_factory=OrderedDict)
+    def __init__(
+        self,
+        max_age: float = MEMO_SECONDS,
+        max_filters: int = MEMO_FILTERS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._memo: RecentValues[str, int] = RecentValues(max_age, max_filters, clock)
 
     async def count(self, key: str, count: Callable[[], Awaitable[int]]) -> int:
         """The remembered count for `key` if recent, else `count()`, remembered."""
-        seen = self._seen.get(key)
-        now = self.clock()
-        if seen is not None and now - seen[0] <= self.max_age:
-            return seen[1]
+        known = self._memo.recent(key)
+        if known is not None:
+            return known
         counted = await count()
-        self._seen[key] = (now, counted)
-        self._seen.move_to_end(key)
-        while len(self._seen) > self.max_filters:
-            self._seen.popitem(last=False)
+        self._memo.learnt(key, counted)
         return counted
