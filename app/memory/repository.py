@@ -216,6 +216,44 @@ async def find_same_contents(
     return {(r["namespace"], bytes(r["content_hash"])): r for r in rows}
 
 
+# nearest_each's statements: $1 the wallet, $2 each item's namespace, $3 its vector.
+_ITEMS = """u AS MATERIALIZED (
+    SELECT v.namespace, v.i, v.embedding
+    FROM unnest($2::text[], $3::vector[]) WITH ORDINALITY AS v(namespace, embedding, i)
+)"""
+_NEAREST_EACH = """WITH {items}
+    SELECT u.i, near.* FROM u
+    CROSS JOIN LATERAL (
+        SELECT {columns}, 1 - (m.embedding <=> u.embedding) AS similarity FROM memories m
+        WHERE m.user_id = $1 AND m.namespace = u.namespace AND {live}
+        ORDER BY {order} LIMIT 1
+    ) near"""
+# `+ 0` hides the distance from the HNSW index: an exact scan of the wallet's rows
+_NEAREST_EACH_EXACT = _NEAREST_EACH.format(
+    items=_ITEMS, columns=COLUMNS, live=LIVE, order="(m.embedding <=> u.embedding) + 0"
+)
+_NEAREST_EACH_BY_INDEX = _NEAREST_EACH.format(
+    items=_ITEMS, columns=COLUMNS, live=LIVE, order="m.embedding <=> u.embedding"
+)
+_NEAREST_OF_MANY_EXACT = f"""WITH {_ITEMS},
+    w AS MATERIALIZED (  -- one read of the wallet's rows, whatever the batch's size
+        -- subvector(): each vector detoasted once here, not once per distance below
+        SELECT m.id, m.namespace,
+               subvector(m.embedding, 1, vector_dims(m.embedding)) AS embedding
+        FROM memories m
+        WHERE m.user_id = $1 AND m.namespace = ANY($2::text[]) AND {LIVE}
+    ),
+    best AS (
+        SELECT u.i, near.id, near.similarity FROM u CROSS JOIN LATERAL (
+            SELECT w.id, 1 - (w.embedding <=> u.embedding) AS similarity FROM w
+            WHERE w.namespace = u.namespace
+            ORDER BY w.embedding <=> u.embedding, w.id LIMIT 1
+        ) near
+    )
+    SELECT best.i, {COLUMNS}, best.similarity
+    FROM best JOIN memories m ON m.user_id = $1 AND m.id = best.id"""
+
+
 async def nearest_each(
     conn: asyncpg.Connection,
     wallet: str,
@@ -225,23 +263,16 @@ async def nearest_each(
 ) -> list[tuple[asyncpg.Record, float] | None]:
     """For each (namespace, embedding): the wallet's closest live memory there and its cosine.
 
-    `exact` scans the wallet's rows for each item instead of walking the HNSW graph (cheaper
-    for a small wallet; the graph walk stays ~0.4 ms per item however big the wallet grows).
+    `exact` (a small wallet) measures every row of the wallet instead of walking the HNSW graph
+    (~0.4 ms per item however big the wallet grows). One item scans the wallet; several read its
+    rows once, detoasted once, and measure each item against them: a batch of 100 against 400
+    memories took 16-18 ms that way, 78-118 ms as 100 scans (each detoasting every vector again).
     """
-    order = "(m.embedding <=> u.embedding) + 0" if exact else "m.embedding <=> u.embedding"
-    rows = await conn.fetch(
-        f"""WITH u AS MATERIALIZED (
-                SELECT v.namespace, v.i, v.embedding
-                FROM unnest($2::text[], $3::vector[]) WITH ORDINALITY AS v(namespace, embedding, i)
-            )
-            SELECT u.i, near.* FROM u
-            CROSS JOIN LATERAL (
-                SELECT {COLUMNS}, 1 - (m.embedding <=> u.embedding) AS similarity FROM memories m
-                WHERE m.user_id = $1 AND m.namespace = u.namespace AND {LIVE}
-                ORDER BY {order} LIMIT 1
-            ) near""",
-        wallet, namespaces, _vector_array(embeddings),
-    )  # fmt: skip
+    if exact and len(embeddings) > 1:
+        sql = _NEAREST_OF_MANY_EXACT
+    else:
+        sql = _NEAREST_EACH_EXACT if exact else _NEAREST_EACH_BY_INDEX
+    rows = await conn.fetch(sql, wallet, namespaces, _vector_array(embeddings))
     found: list[tuple[asyncpg.Record, float] | None] = [None] * len(namespaces)
     for r in rows:
         found[int(r["i"]) - 1] = (r, float(r["similarity"]))
