@@ -3,11 +3,13 @@ client against a local HTTP server speaking the OpenAI embeddings wire format.""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
 import json
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -381,3 +383,20 @@ def test_the_local_model_runs_on_the_configured_threads() -> None:
     built = build_embedder(EmbedderSettings(threads=3))
     assert isinstance(built, CachedEmbedder) and isinstance(built.inner, LocalMiniLMEmbedder)
     assert built.inner.intra_op_threads == 3
+
+
+async def test_texts_split_between_threads_get_the_vectors_each_gets_alone() -> None:
+    texts = [
+        f"memory {i}: " + "the ferry to the island leaves at seven " * (i % 4 + 1) for i in range(9)
+    ]
+    split = LocalMiniLMEmbedder()
+    split.parallel_runs = 3  # whatever this machine's cores, the texts go to three threads
+    split._executor = ThreadPoolExecutor(max_workers=3)
+    together, alone = await asyncio.gather(
+        split.embed(texts), asyncio.gather(*(split.embed([t]) for t in texts))
+    )  # every thread loads the model at once: the lock lets one of them do it
+    assert len(together.vectors) == len(texts)
+    for mixed, single in zip(together.vectors, alone, strict=True):
+        assert np.array_equal(mixed, single.vectors[0])
+    assert together.tokens == sum(r.tokens for r in alone)
+    assert len({v.tobytes() for v in together.vectors}) == len(texts)  # each its own
