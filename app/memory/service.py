@@ -66,9 +66,13 @@ CANDIDATES_PER_RESULT = 4
 # "Measurements the code cites": forced HNSW 63 ms vs exact 1.3 ms for a 900-memory wallet among
 # 1M rows).
 EXACT_SCAN_MAX_ROWS = 2000
-# A store's near-duplicate lookup runs once per item: up to this many stored memories a scan of
-# them beats a graph walk per item (100 items against 500 rows: ~30 ms either way, measured).
+# A store's near-duplicate lookup: up to this many stored memories, a scan of them beats a
+# graph walk for one item (100 single walks against 500 rows: ~30 ms either way, measured).
 DEDUP_SCAN_MAX_ROWS = 500
+# Several items measure the wallet's rows read once (repository `nearest_each`), which beats a
+# walk per item further: 100 items against 2,000 rows 68-87 ms read once, 658-693 ms walked;
+# against 5,000 rows the walks win, 64 ms to 295 (measured in one wallet, its own partition).
+DEDUP_BATCH_SCAN_MAX_ROWS = 2000
 # The keyword side of a recall reads at most this many distinct words of the query, within this
 # many characters (the search query's limit, docs/api-contract.md, "Limits"): PostgreSQL's
 # text-search parser recurses per term, so 16,384 words overflowed its stack and 10,000 took
@@ -357,16 +361,13 @@ class MemoryService:
         stored_near: list[tuple[asyncpg.Record, float] | None] = [None] * len(items)
         if near_dedup:
             everything = MemoryFilter(wallet)
+            scan_max = DEDUP_SCAN_MAX_ROWS if len(items) == 1 else DEDUP_BATCH_SCAN_MAX_ROWS
             stored = await self.sizes.count(
-                f"dedup {everything!r}",
-                lambda: repo.count_up_to(conn, everything, DEDUP_SCAN_MAX_ROWS + 1),
+                f"dedup {scan_max} {everything!r}",
+                lambda: repo.count_up_to(conn, everything, scan_max + 1),
             )
             stored_near = await repo.nearest_each(
-                conn,
-                wallet,
-                [p.namespace for p in items],
-                vectors,
-                exact=stored <= DEDUP_SCAN_MAX_ROWS,
+                conn, wallet, [p.namespace for p in items], vectors, exact=stored <= scan_max
             )
         plan = _BatchPlan(items, vectors, keys)
         for i in range(len(items)):
