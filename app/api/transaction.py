@@ -45,8 +45,9 @@ ONE_STATEMENT_OPT = "one_statement"
 
 
 def one_statement() -> dict[str, Any]:
-    """Handler `opt` for a free route whose handler runs exactly one SQL statement (a codebase
-    test holds each such route to it)."""
+    """Handler `opt` for a free route whose handler runs exactly one SQL statement
+    (tests/api/test_one_statement.py counts list's, count's and read-by-id's statements, and
+    checks that every route declaring it is free)."""
     return {ONE_STATEMENT_OPT: True}
 
 

@@ -360,12 +360,8 @@ class MemoryService:
         stored_same = await repo.find_same_contents(conn, wallet, keys)
         stored_near: list[tuple[asyncpg.Record, float] | None] = [None] * len(items)
         if near_dedup:
-            everything = MemoryFilter(wallet)
             scan_max = DEDUP_SCAN_MAX_ROWS if len(items) == 1 else DEDUP_BATCH_SCAN_MAX_ROWS
-            stored = await self.sizes.count(
-                f"dedup {scan_max} {everything!r}",
-                lambda: repo.count_up_to(conn, everything, scan_max + 1),
-            )
+            stored = await self.sizes.count_up_to(conn, MemoryFilter(wallet), scan_max)
             stored_near = await repo.nearest_each(
                 conn, wallet, [p.namespace for p in items], vectors, exact=stored <= scan_max
             )
@@ -602,9 +598,7 @@ class MemoryService:
         embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
-        matching = await self.sizes.count(
-            f"recall {f!r}", lambda: repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
-        )
+        matching = await self.sizes.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS)
         exact = matching <= EXACT_SCAN_MAX_ROWS
         # the keyword side's IDF counts over up to this many rows: every row of a small wallet
         # (a count that is seconds old must not cut the sample short), a sample of a big one's

@@ -15,7 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
+import asyncpg
+
 from app.kit.memo import RecentValues
+from app.memory import repository as repo
+from app.memory.repository import MemoryFilter
 
 MEMO_SECONDS = 5.0
 MEMO_FILTERS = 10_000
@@ -40,3 +44,8 @@ class RecentSizes:
         counted = await count()
         self._memo.learnt(key, counted)
         return counted
+
+    async def count_up_to(self, conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> int:
+        """How many memories `f` matches, counted no further than `cap` + 1 (so "more than
+        `cap`" shows): as recently counted for that filter and cap, else counted now."""
+        return await self.count(repr((f, cap)), lambda: repo.count_up_to(conn, f, cap + 1))
