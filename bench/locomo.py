@@ -44,6 +44,8 @@ from eth_account import Account
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from provenance import stamp  # bench/ is on the path: the scripts run from it
+
 from app.asgi import create_app
 from app.auth.signature import sign_header
 from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
@@ -295,6 +297,7 @@ async def main() -> None:
             )
             print(f"\nrecall p50, default / first round only (same run): {ratio:.2f}x")
         args.out.parent.mkdir(parents=True, exist_ok=True)
+        figures["provenance"] = stamp(sys.argv)
         args.out.write_text(json.dumps(figures, indent=2))
         print(f"saved {args.out}")
     finally:

@@ -61,6 +61,7 @@ from locomo import (  # noqa: E402  (bench/ is not a package: imported as a sibl
     summarise,
     turns_of,
 )
+from provenance import stamp  # noqa: E402
 
 from app.ai.embedders import Embedder, EmbedResult, build_embedder  # noqa: E402
 from app.asgi import create_app  # noqa: E402
@@ -500,6 +501,7 @@ async def main() -> None:
             "cpus": os.cpu_count(),
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
+        figures["provenance"] = stamp(sys.argv)
         args.out.write_text(json.dumps(figures, indent=2))
         print(f"saved {args.out}")
     finally:

@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -50,6 +51,7 @@ from eth_account import Account
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
+from provenance import stamp  # bench/ is on the path: the scripts run from it
 
 from app.ai.embedders import CachedEmbedder, EmbedResult
 from app.asgi import create_app
@@ -971,6 +973,7 @@ async def main(args: argparse.Namespace) -> None:
             await pool.close()
         report(args, meta, runs, recall_results, variant_results, plans, result)
         result["wall_s"] = time.perf_counter() - started
+        result["provenance"] = stamp(sys.argv)
         RESULTS_DIR.mkdir(exist_ok=True)
         out = RESULTS_DIR / f"scale-{args.rows}.json"
         out.write_text(json.dumps(result, indent=2, default=str))

@@ -52,6 +52,7 @@ import httpx
 import numpy as np
 import psutil
 from eth_account import Account
+from provenance import stamp  # bench/ is on the path: the scripts run from it
 
 from app.auth.signature import sign_header
 
@@ -988,6 +989,7 @@ def main() -> None:
             "server_command": args.server_command,
             "profiled": bool(args.profile),
         },
+        "provenance": stamp(sys.argv),
         "notes": notes,
         "rows": rows,
         "targets": TARGETS,
