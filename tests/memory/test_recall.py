@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -426,3 +427,54 @@ async def test_memory_partitions_leave_room_for_hot_access_updates(database_url)
         assert "access_count" not in indexed and "accessed_at" not in indexed
     finally:
         await conn.close()
+
+
+def _ctes_reading_memories(plan: dict[str, object], cte: str = "") -> set[str]:
+    """The CTEs of a plan whose subtrees scan `memories` (a partition of it)."""
+    name = str(plan.get("Subplan Name", ""))
+    cte = name.removeprefix("CTE ") if name.startswith("CTE ") else cte
+    found = {cte} if cte and str(plan.get("Relation Name", "")).startswith("memories") else set()
+    for child in plan.get("Plans", []):  # type: ignore[attr-defined]
+        found |= _ctes_reading_memories(child, cte)
+    return found
+
+
+async def test_the_exact_scan_reads_the_filtered_rows_once(
+    client: AsyncTestClient, database_url: str
+) -> None:
+    """The IDF sample, the vector side and the keyword side of an exact recall share one read of
+    the rows the filter matches (three reads of a big filtered wallet cost three heap scans)."""
+    wallet = Account.create()
+    for fact in FACTS[:6]:
+        await store_memory(client, wallet, fact, namespace="once")
+    conn = await _db(database_url)
+    seen: list[tuple[str, tuple[object, ...]]] = []
+
+    class Recording:
+        async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+            seen.append((sql, args))
+            return await conn.fetch(sql, *args)
+
+    try:
+        f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="once")
+        vector = (await LocalMiniLMEmbedder().embed(["garden"])).vectors[0]
+        for exact in (True, False):
+            rows, hits = await memory_repository.recall_candidates(
+                Recording(),
+                f,
+                vector,
+                "garden",
+                10,
+                exact,
+                100,  # type: ignore[arg-type]
+            )
+            assert hits == 6 and len(rows) == 6
+        plans = []
+        for sql, args in seen:
+            explained = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
+            plans.append(_ctes_reading_memories(json.loads(explained)[0]["Plan"]))
+    finally:
+        await conn.close()
+    exact, index_path = plans
+    assert exact == {"scope"}  # the sample and both sides read the scope, not the table
+    assert index_path == {"sample", "vec"}  # each its own read (the keyword side is inlined)
