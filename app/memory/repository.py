@@ -43,6 +43,11 @@ OR_TSQUERY = "replace(plainto_tsquery('english', {p})::text, ' & ', ' | ')::tsqu
 # plain C function). Wallets with fewer matches are ranked by IDF in full.
 KEYWORD_PREFILTER = 500
 
+# How many of the memories written after a seed in its namespace (by `seq`) recall's second
+# round reads when it looks for the seed's continuation: its next turns in the same session
+# and within the time gap come among the next few, unless other sessions interleave this much.
+CONTINUATION_LOOKAHEAD = 64
+
 # MemoryFilter fields that match a column of the same name exactly.
 EQUALITY_FILTERS = ("namespace", "session_id", "agent_id", "pinned", "immutable")
 
@@ -668,7 +673,10 @@ async def second_round_candidates(
       answer to a question, the rest of a story), hops 1..follow;
     - relations: memories a seed is related to, in either direction, hops 1.
 
-    Only memories that `f` matches; a row may come once per seed that leads to it."""
+    Only memories that `f` matches; a row may come once per seed that leads to it. A seed's
+    continuation is looked for among the next CONTINUATION_LOOKAHEAD memories of its namespace:
+    unbounded, a seed with no next turn in its session within `max_gap` (most of a big wallet's)
+    walked the rest of its namespace, ~56 ms a recall at 100k memories."""
     sql, where, vec, _, tsq = _scoring_params(f, embedding, query)
     ids = sql.param(seeds)
     lex = _given_lexicon(sql, lexicon)
@@ -683,10 +691,14 @@ async def second_round_candidates(
             SELECT seed.id AS seed_id, nxt.id,
                    row_number() OVER (PARTITION BY seed.id ORDER BY nxt.seq) AS hops
             FROM seed, LATERAL (
-                SELECT m.id, m.seq FROM memories m
-                WHERE {where} AND m.namespace = seed.namespace
-                  AND m.session_id IS NOT DISTINCT FROM seed.session_id
-                  AND m.seq > seed.seq AND m.created_at <= seed.created_at + {sql.param(max_gap)}
+                SELECT m.id, m.seq FROM (
+                    SELECT m.* FROM memories m
+                    WHERE m.user_id = {WALLET} AND m.namespace = seed.namespace
+                      AND m.seq > seed.seq AND m.deleted_at IS NULL
+                    ORDER BY m.seq LIMIT {CONTINUATION_LOOKAHEAD}
+                ) m
+                WHERE {where} AND m.session_id IS NOT DISTINCT FROM seed.session_id
+                  AND m.created_at <= seed.created_at + {sql.param(max_gap)}
                 ORDER BY m.seq LIMIT {sql.param(follow)}
             ) nxt
             UNION

@@ -5,12 +5,19 @@ and relations)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from uuid import UUID
 
+import asyncpg
+import numpy as np
 import pytest
 from eth_account import Account
 from litestar.testing import AsyncTestClient
+from pgvector.asyncpg import register_vector
 
+from app.config import LOCAL_EMBED_DIMS
+from app.memory import repository as memory_repository
 from app.memory.dates import DateSpan, EventTime, event_time, explicit_dates, query_window
+from app.memory.scoring import CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP
 from tests.support.api import auth, store_memory
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
@@ -230,3 +237,34 @@ async def test_the_second_round_follows_relations_and_keeps_the_filters(
     # a filter still holds: the bridge is outside the namespace asked for
     r = await client.post("/v1/recall", json={**body, "namespace": "chat-1"}, headers=auth(wallet))
     assert bridge["id"] not in ids_of(r)
+
+
+@pytest.mark.parametrize(("lookahead", "found"), [(3, False), (4, True)])
+async def test_a_continuation_is_looked_for_among_the_next_memories_of_the_namespace(
+    client: AsyncTestClient, database_url: str, monkeypatch: pytest.MonkeyPatch,
+    lookahead: int, found: bool,
+) -> None:  # fmt: skip
+    """The seed's next turn in its session comes after three turns of another session: found
+    when the walk reads four memories past the seed, not when it reads three (the walk is
+    bounded, so a seed with no next turn never reads the rest of a big namespace)."""
+    monkeypatch.setattr(memory_repository, "CONTINUATION_LOOKAHEAD", lookahead)
+    wallet = Account.create()
+    other = ["The build broke on the arm runner", "Lunch is at noon on Fridays", "Rain all week"]
+    turns = [(SEED, "s-1"), *[(c, "s-2") for c in other], (BRIDGE, "s-1")]
+    r = await client.post("/v1/store/batch", headers=auth(wallet), json={"memories": [
+        {"content": c, "namespace": "chat-2", "session_id": s} for c, s in turns]})  # fmt: skip
+    assert r.status_code == 201, r.text
+    ids = [UUID(i) for i in r.json()["ids"]]
+    assert len(set(ids)) == len(turns)  # none merged as a duplicate
+    conn = await asyncpg.connect(database_url)
+    await register_vector(conn)
+    try:
+        f = memory_repository.MemoryFilter(wallet=wallet.address.lower())
+        rows = await memory_repository.second_round_candidates(
+            conn, f, [ids[0]], np.ones(LOCAL_EMBED_DIMS, np.float32), "sister", {},
+            CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    assert ({row["id"] for row in rows} == {ids[-1]}) is found, rows
+    assert all(row["id"] == ids[-1] for row in rows)  # never the other session's turns
