@@ -714,6 +714,13 @@ def filter_params(f: MemoryFilter) -> list[Any]:
     return repo.filter_sql(f).params
 
 
+async def plan_each_time(conn: asyncpg.Connection) -> None:
+    """This session plans each statement for its parameters, as recall does for a big wallet
+    (db.plan_for_the_parameters): under the pool's generic plans the planner never picks the
+    HNSW index for a bound vector, and the sweep below would time exact scans."""
+    await conn.execute("SET plan_cache_mode = force_custom_plan")
+
+
 async def index_recall(pool: asyncpg.Pool, case: CaseRun, sweep_n: int) -> dict[str, Any]:
     """recall@10 of HNSW (as the app sets it up, iterative relaxed scan) against an exact scan
     with the same filters; per ef_search, both LIMIT 10 and the app's LIMIT per_side cut to 10."""
@@ -721,6 +728,7 @@ async def index_recall(pool: asyncpg.Pool, case: CaseRun, sweep_n: int) -> dict[
     exact_tops: list[list[Any]] = []
     exact_times: list[float] = []
     async with pool.acquire() as conn:
+        await plan_each_time(conn)
         for q in case.queries:
             f = recall_filter(case.wallet, request(q, case.filtered))
             t = time.perf_counter()
@@ -772,6 +780,7 @@ async def variants(pool: asyncpg.Pool, case: CaseRun, n: int) -> dict[str, Any]:
     the keyword side here ranks by ts_rank, cheaper than the app's per-word IDF sum."""
     exact, vec, kw, kw_rows = [], [], [], []
     async with pool.acquire() as conn:
+        await plan_each_time(conn)
         for q in case.queries[:n]:
             f = recall_filter(case.wallet, request(q, case.filtered))
             t = time.perf_counter()
