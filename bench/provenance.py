@@ -26,6 +26,9 @@ def stamp(command: list[str]) -> dict[str, Any]:
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
-        "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # bench/results is what the scripts write: its changes are not changes to the code
+        "uncommitted_changes": bool(
+            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
+        ),
         "command": " ".join(["bench/" + Path(command[0]).name, *command[1:]]),
     }
