@@ -44,7 +44,7 @@ from eth_account import Account
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from provenance import stamp  # bench/ is on the path: the scripts run from it
+from provenance import save  # bench/ is on the path: the scripts run from it
 
 from app.asgi import create_app
 from app.auth.signature import sign_header
@@ -296,10 +296,7 @@ async def main() -> None:
                 / figures["first-round"]["latency_ms"]["p50"]
             )
             print(f"\nrecall p50, default / first round only (same run): {ratio:.2f}x")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        figures["provenance"] = stamp(sys.argv)
-        args.out.write_text(json.dumps(figures, indent=2))
-        print(f"saved {args.out}")
+        save(args.out, figures)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

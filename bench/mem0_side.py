@@ -61,7 +61,7 @@ from locomo import (  # noqa: E402  (bench/ is not a package: imported as a sibl
     summarise,
     turns_of,
 )
-from provenance import stamp  # noqa: E402
+from provenance import save  # noqa: E402
 
 from app.ai.embedders import Embedder, EmbedResult, build_embedder  # noqa: E402
 from app.asgi import create_app  # noqa: E402
@@ -500,10 +500,7 @@ async def main() -> None:
             "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
             "cpus": os.cpu_count(),
         }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        figures["provenance"] = stamp(sys.argv)
-        args.out.write_text(json.dumps(figures, indent=2))
-        print(f"saved {args.out}")
+        save(args.out, figures)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -3,7 +3,9 @@ so bench/report.py can tell figures of one session from older ones."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,3 +34,10 @@ def stamp(command: list[str]) -> dict[str, Any]:
         ),
         "command": " ".join(["bench/" + Path(command[0]).name, *command[1:]]),
     }
+
+
+def save(path: Path, figures: dict[str, Any]) -> None:
+    """Write `figures` to `path` as JSON, stamped with this run's provenance."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**figures, "provenance": stamp(sys.argv)}, indent=2))
+    print(f"saved {path}")
