@@ -43,6 +43,20 @@ OR_TSQUERY = "replace(plainto_tsquery('english', {p})::text, ' & ', ' | ')::tsqu
 # plain C function). Wallets with fewer matches are ranked by IDF in full.
 KEYWORD_PREFILTER = 500
 
+# Over a big wallet (the index path), the keyword side looks for the query's selective words
+# only: those in at most this share of the IDF sample (about 2,000 memories of a 100k wallet),
+# or the rarest word when none is. A memory holding only common words adds little IDF; reading
+# every one (10,733 rows for one query at 1M rows, ts_rank on each) was the keyword side's whole
+# cost, p95 48 ms. Those memories still come in by the vector side, and every candidate still
+# scores all the query's words.
+SELECTIVE_SHARE = 0.02
+SELECTIVE_WORDS = f"""selective AS (
+    SELECT string_agg(quote_literal(l.word), ' | ')::tsquery AS tsq FROM (
+        SELECT lex.word FROM lex WHERE lex.n <= lex.total * {SELECTIVE_SHARE}
+        UNION (SELECT lex.word FROM lex ORDER BY lex.n, lex.word LIMIT 1)
+    ) l
+),"""
+
 # How many of the memories written after a seed in its namespace (by `seq`) recall's second
 # round reads when it looks for the seed's continuation: its next turns in the same session
 # and within the time gap come among the next few, unless other sessions interleave this much.
@@ -551,7 +565,7 @@ def _sampled_lexicon(sql: _Sql, searched: str, where: str, text: str, corpus_siz
     size = sql.param(corpus_size)
     return f"""sample AS MATERIALIZED (SELECT m.tsv FROM {searched} WHERE {where} LIMIT {size}),
     lex AS (
-        SELECT l.word, l.lq, ln(1 + (d.total - d.n + 0.5) / (d.n + 0.5)) AS idf
+        SELECT l.word, l.lq, d.n, d.total, ln(1 + (d.total - d.n + 0.5) / (d.n + 0.5)) AS idf
         FROM (SELECT w AS word, quote_literal(w)::tsquery AS lq
               FROM unnest(tsvector_to_array(to_tsvector('english', {text}))) w) l,
         LATERAL (SELECT count(*) FILTER (WHERE s.tsv @@ l.lq) AS n, count(*) AS total
@@ -623,17 +637,19 @@ async def recall_candidates(
         ),"""
         searched, where = "scope m", "true"
         distance = "m.distance"
+        matched, selective = "q", ""  # the keyword side looks for every word of the query
     else:  # the HNSW index's order, filtered as it goes (iterative scan)
         scope, searched, distance = "", "memories m", f"m.embedding <=> {vec}"
+        matched, selective = "selective", SELECTIVE_WORDS
     lex = _sampled_lexicon(sql, searched, where, text, corpus_size)
     rows = await conn.fetch(
         f"""
-        WITH q AS (SELECT {tsq} AS tsq), {scope} {lex}
+        WITH q AS (SELECT {tsq} AS tsq), {scope} {lex} {selective}
         vec AS (SELECT m.id FROM {searched} WHERE {where} ORDER BY {distance} LIMIT {n}),
         kw AS (
             SELECT m.id FROM (
-                SELECT m.id, m.tsv FROM {searched}, q WHERE {where} AND m.tsv @@ q.tsq
-                ORDER BY ts_rank(m.tsv, q.tsq, 0) DESC LIMIT {KEYWORD_PREFILTER}
+                SELECT m.id, m.tsv FROM {searched}, {matched} t WHERE {where} AND m.tsv @@ t.tsq
+                ORDER BY ts_rank(m.tsv, t.tsq, 0) DESC LIMIT {KEYWORD_PREFILTER}
             ) m ORDER BY {KEYWORD_MATCH} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
