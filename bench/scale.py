@@ -91,7 +91,7 @@ STOP_WORDS = (
     " other new some could these two may then do first any my now such like our over"
     " me even most made after also did many before must through back"
 ).split()
-EF_SWEEP = [40, 100, 200, 400]
+EF_SWEEP = [40, 100, 200, 400, 800]
 CHUNK = 20_000
 VECTOR_LITERAL = re.compile(r"'\[[-0-9.e,]+\]'::vector")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -739,8 +739,9 @@ async def index_recall(pool: asyncpg.Pool, case: CaseRun, sweep_n: int) -> dict[
         # All queries at the app's ef_search; the sweep on the first `sweep_n` (it is slow where
         # filters make the iterative scan run to hnsw.max_scan_tuples).
         everyone = len(case.queries)
-        configs = [(100, K, everyone, True), (100, PER_SIDE, everyone, True)]
-        configs += [(ef, PER_SIDE, sweep_n, True) for ef in EF_SWEEP if ef != 100]
+        app_ef = int(SESSION_SETTINGS["hnsw.ef_search"])
+        configs = [(app_ef, K, everyone, True), (app_ef, PER_SIDE, everyone, True)]
+        configs += [(ef, PER_SIDE, sweep_n, True) for ef in EF_SWEEP if ef != app_ef]
         # pgvector's own defaults: ef_search 40, no iterative scan
         configs.append((40, PER_SIDE, everyone, False))
         for ef, limit, n, iterative in configs:
