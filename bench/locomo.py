@@ -52,6 +52,8 @@ from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Setti
 from app.db.embedded import EmbeddedPostgres
 from app.db.schema import upgrade_to_head
 
+# where the results go, wherever the script is run from
+RESULTS = Path(__file__).resolve().parent / "results"
 KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BASELINES_R10 = {"BM25": 0.611, "dense MiniLM": 0.545, "RRF(60)": 0.625}
@@ -259,7 +261,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description="LoCoMo evidence recall through Engram's API")
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--samples", type=int, default=0, help="only the first N conversations")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/locomo.json"))
+    parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated, of: {', '.join(CONFIGS)}")  # fmt: skip
     args = parser.parse_args()
