@@ -31,7 +31,10 @@ from app.config import (
 
 ROOT = Path(__file__).resolve().parents[2]
 # Variables in README's table that settings do not read, and the module that reads each.
-READ_ELSEWHERE = {"ENGRAM_MODEL_CACHE": "app/ai/int8.py"}
+READ_ELSEWHERE = {
+    "ENGRAM_MODEL_CACHE": "app/ai/int8.py",
+    "ENGRAM_PG_SHARED_BUFFERS": "app/db/embedded.py",
+}
 
 
 def declared() -> list[tuple[str, str, EnvVar[Any]]]:
