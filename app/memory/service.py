@@ -598,23 +598,10 @@ class MemoryService:
         embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
-        matching = await self.sizes.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS)
-        exact = matching <= EXACT_SCAN_MAX_ROWS
-        # the keyword side's IDF counts over up to this many rows: every row of a small wallet
-        # (a count that is seconds old must not cut the sample short), a sample of a big one's
-        corpus = EXACT_SCAN_MAX_ROWS + 1
-        if not exact:  # a big wallet: its index scans want plans made for its size
-            await db.plan_for_the_parameters(conn)
         keywords = keyword_text(req.query)
-        rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, keywords, per_side, exact, corpus
-        )
-        if not exact and vector_hits < per_side:
-            # Many rows match, yet the index scan came back short (filters starved it even with
-            # iterative scanning): an exact scan returns the true top k.
-            rows, _ = await repo.recall_candidates(
-                conn, f, vector, keywords, per_side, True, corpus
-            )
+        rows = await self._exact_candidates(conn, f, vector, keywords, per_side)
+        if rows is None:  # a big wallet, or a big share of one: the HNSW index's walk
+            rows = await self._index_candidates(conn, f, vector, keywords, per_side)
         ranking = _Ranking(
             req, now_utc(), self.access_boost, self.event_time_boost, self.default_min_similarity
         )
@@ -631,6 +618,51 @@ class MemoryService:
             await repo.record_access_each_time(conn, wallet, [r.row["id"] for r in ranked])
             ranked = [Recalled(r.row, r.signals, accesses_counted=1) for r in ranked]
         return ranked, embedded.tokens
+
+    async def _exact_candidates(
+        self,
+        conn: asyncpg.Connection,
+        f: MemoryFilter,
+        vector: np.ndarray,
+        keywords: str,
+        per_side: int,
+    ) -> list[asyncpg.Record] | None:
+        """The exact scan's candidates when at most EXACT_SCAN_MAX_ROWS memories match `f`,
+        else None. Unless the size memo knows `f` to be bigger, the scan itself finds out (it
+        stops at the cap + 1st row), with no count before it."""
+        known = self.sizes.recent_up_to(f, EXACT_SCAN_MAX_ROWS)
+        if known is not None and known > EXACT_SCAN_MAX_ROWS:
+            return None
+        found = await repo.exact_candidates_within(
+            conn, f, vector, keywords, per_side, EXACT_SCAN_MAX_ROWS
+        )
+        self.sizes.learnt_up_to(
+            f, EXACT_SCAN_MAX_ROWS, found.matching if found else EXACT_SCAN_MAX_ROWS + 1
+        )
+        return found.rows if found else None
+
+    async def _index_candidates(
+        self,
+        conn: asyncpg.Connection,
+        f: MemoryFilter,
+        vector: np.ndarray,
+        keywords: str,
+        per_side: int,
+    ) -> list[asyncpg.Record]:
+        """The HNSW walk's candidates, with the IDF of a sample of the matching rows; an exact
+        scan when filters starved the walk."""
+        corpus = EXACT_SCAN_MAX_ROWS + 1
+        await db.plan_for_the_parameters(conn)  # index scans want plans made for the size
+        rows, vector_hits = await repo.recall_candidates(
+            conn, f, vector, keywords, per_side, False, corpus
+        )
+        if vector_hits < per_side:
+            # Many rows match, yet the index scan came back short (filters starved it even with
+            # iterative scanning): an exact scan returns the true top k.
+            rows, _ = await repo.recall_candidates(
+                conn, f, vector, keywords, per_side, True, corpus
+            )
+        return rows
 
 
 class _Ranking:

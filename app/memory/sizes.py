@@ -48,4 +48,16 @@ class RecentSizes:
     async def count_up_to(self, conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> int:
         """How many memories `f` matches, counted no further than `cap` + 1 (so "more than
         `cap`" shows): as recently counted for that filter and cap, else counted now."""
-        return await self.count(repr((f, cap)), lambda: repo.count_up_to(conn, f, cap + 1))
+        return await self.count(_key(f, cap), lambda: repo.count_up_to(conn, f, cap + 1))
+
+    def recent_up_to(self, f: MemoryFilter, cap: int) -> int | None:
+        """`count_up_to`'s answer if it is recent, else None (nothing is counted)."""
+        return self._memo.recent(_key(f, cap))
+
+    def learnt_up_to(self, f: MemoryFilter, cap: int, matching: int) -> None:
+        """A count of `f` up to `cap` + 1 that a statement made on the way (an exact scan)."""
+        self._memo.learnt(_key(f, cap), min(matching, cap + 1))
+
+
+def _key(f: MemoryFilter, cap: int) -> str:
+    return repr((f, cap))

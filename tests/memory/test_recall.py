@@ -344,28 +344,72 @@ async def test_filters_never_starve_the_top_k_among_many_wallets(
 async def test_small_wallet_is_scanned_exactly_in_one_query(
     client: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Below the threshold recall decides the exact scan up front: one candidate query."""
-    calls: list[bool] = []
-    real = memory_repository.recall_candidates
+    """Below the threshold recall scans exactly in one statement, which counts as it scans: no
+    count before it. Above, the scan stops at the cap and the index walk takes over."""
+    calls: list[str] = []
+    real_within = memory_repository.exact_candidates_within
+    real_candidates = memory_repository.recall_candidates
+    real_count = memory_repository.count_up_to
 
-    async def spy(*args: object, **kwargs: object) -> object:
-        calls.append(bool(args[5]))  # (conn, filter, vector, query, per_side, exact, size)
-        return await real(*args, **kwargs)  # type: ignore[arg-type]
+    async def within(*args: object, **kwargs: object) -> object:
+        found = await real_within(*args, **kwargs)  # type: ignore[arg-type]
+        calls.append("exact within" if found else "exact, over the cap")
+        return found
 
-    monkeypatch.setattr(memory_repository, "recall_candidates", spy)
+    async def candidates(*args: object, **kwargs: object) -> object:
+        calls.append("exact" if args[5] else "index")  # (conn, f, vector, query, n, exact, …)
+        return await real_candidates(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def count(*args: object, **kwargs: object) -> object:
+        calls.append("count")
+        return await real_count(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_repository, "exact_candidates_within", within)
+    monkeypatch.setattr(memory_repository, "recall_candidates", candidates)
+    monkeypatch.setattr(memory_repository, "count_up_to", count)
     wallet = Account.create()
     for fact in FACTS[:5]:
         await store_memory(client, wallet, fact)
+    calls.clear()
     body = {"query": "garden", "limit": 3, "min_similarity": 0}
     r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert r.status_code == 200 and len(r.json()["memories"]) == 3
-    assert calls == [True]
+    assert calls == ["exact within"]
     calls.clear()
     monkeypatch.setattr(memory_service, "EXACT_SCAN_MAX_ROWS", 2)
-    body = {"query": "garden", "limit": 3, "min_similarity": 0}
     r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert len(r.json()["memories"]) == 3
-    assert calls == [False, True]  # index walk, short of candidates, then the exact scan
+    # the scan stopped at 3 rows; the index walk came back short; the exact scan
+    assert calls == ["exact, over the cap", "index", "exact"]
+    calls.clear()
+    r = await client.post("/v1/recall", json=body, headers=auth(wallet))
+    assert calls == ["index", "exact"]  # the memo knows the filter is over the cap
+
+
+async def test_the_exact_scan_within_a_cap_is_the_exact_scan(
+    client: AsyncTestClient, database_url: str
+) -> None:
+    wallet = Account.create()
+    for fact in FACTS[:6]:
+        await store_memory(client, wallet, fact, namespace="capped")
+    conn = await _db(database_url)
+    try:
+        f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
+        vector = (await LocalMiniLMEmbedder().embed(["garden"])).vectors[0]
+        rows, hits = await memory_repository.recall_candidates(
+            conn, f, vector, "garden", 4, True, 7
+        )
+        found = await memory_repository.exact_candidates_within(conn, f, vector, "garden", 4, 6)
+        assert found is not None and found.matching == 6 and found.vector_hits == hits == 4
+        assert [dict(r) | {"scoped": 6} for r in rows] == [dict(r) for r in found.rows]
+        assert (
+            await memory_repository.exact_candidates_within(conn, f, vector, "garden", 4, 5) is None
+        )
+        empty = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="none")
+        nothing = await memory_repository.exact_candidates_within(conn, empty, vector, "x", 4, 5)
+        assert nothing is not None and nothing.rows == [] and nothing.matching == 0
+    finally:
+        await conn.close()
 
 
 async def test_count_up_to_stops_at_the_cap(client: AsyncTestClient, database_url) -> None:
