@@ -386,45 +386,36 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
     assert calls == ["index", "exact"]  # the memo knows the filter is over the cap
 
 
-async def test_the_exact_scan_within_a_cap_is_the_exact_scan(
-    client: AsyncTestClient, database_url: str
-) -> None:
+@pytest.fixture
+async def six_memories(client: AsyncTestClient, database_url: str):
+    """A connection and a filter that matches six memories (namespace "capped")."""
     wallet = Account.create()
     for fact in FACTS[:6]:
         await store_memory(client, wallet, fact, namespace="capped")
     conn = await _db(database_url)
-    try:
-        f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
-        vector = (await LocalMiniLMEmbedder().embed(["garden"])).vectors[0]
-        rows, hits = await memory_repository.recall_candidates(
-            conn, f, vector, "garden", 4, True, 7
-        )
-        found = await memory_repository.exact_candidates_within(conn, f, vector, "garden", 4, 6)
-        assert found is not None and found.matching == 6 and found.vector_hits == hits == 4
-        assert [dict(r) | {"scoped": 6} for r in rows] == [dict(r) for r in found.rows]
-        assert (
-            await memory_repository.exact_candidates_within(conn, f, vector, "garden", 4, 5) is None
-        )
-        empty = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="none")
-        nothing = await memory_repository.exact_candidates_within(conn, empty, vector, "x", 4, 5)
-        assert nothing is not None and nothing.rows == [] and nothing.matching == 0
-    finally:
-        await conn.close()
+    yield conn, memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
+    await conn.close()
 
 
-async def test_count_up_to_stops_at_the_cap(client: AsyncTestClient, database_url) -> None:
-    wallet = Account.create()
-    for fact in FACTS[:6]:
-        await store_memory(client, wallet, fact, namespace="capped")
-    conn = await _db(database_url)
-    try:
-        f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
-        assert await memory_repository.count_up_to(conn, f, 4) == 4
-        assert await memory_repository.count_up_to(conn, f, 100) == 6
-        f.namespace = "other"
-        assert await memory_repository.count_up_to(conn, f, 100) == 0
-    finally:
-        await conn.close()
+async def test_the_exact_scan_within_a_cap_is_the_exact_scan(six_memories) -> None:
+    conn, f = six_memories
+    vector = (await LocalMiniLMEmbedder().embed(["garden"])).vectors[0]
+    rows, hits = await memory_repository.recall_candidates(conn, f, vector, "garden", 4, True, 7)
+    found = await memory_repository.exact_candidates_within(conn, f, vector, "garden", 4, 6)
+    assert found is not None and found.matching == 6 and found.vector_hits == hits == 4
+    assert [dict(r) | {"scoped": 6} for r in rows] == [dict(r) for r in found.rows]
+    assert await memory_repository.exact_candidates_within(conn, f, vector, "garden", 4, 5) is None
+    f.namespace = "none"
+    nothing = await memory_repository.exact_candidates_within(conn, f, vector, "x", 4, 5)
+    assert nothing is not None and nothing.rows == [] and nothing.matching == 0
+
+
+async def test_count_up_to_stops_at_the_cap(six_memories) -> None:
+    conn, f = six_memories
+    assert await memory_repository.count_up_to(conn, f, 4) == 4
+    assert await memory_repository.count_up_to(conn, f, 100) == 6
+    f.namespace = "other"
+    assert await memory_repository.count_up_to(conn, f, 100) == 0
 
 
 async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
