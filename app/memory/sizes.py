@@ -1,11 +1,12 @@
 """How many memories a filter matches, as this process recently counted: it picks a plan
 (an exact scan of a small wallet's rows, or a walk of the HNSW index for a big one), never an
-answer, so a count a few seconds old is as good as a fresh one and saves a statement per recall
-and per store.
+answer, so a count a few seconds old is as good as a fresh one and saves a statement per store.
+Recall needs no count of its own: its exact scan stops at the cap + 1st row and says how many it
+read (`learnt_up_to`), so the memo only sends a filter known to be bigger straight to the index.
 
 What a stale count can do, and why it is harmless:
-- a wallet just grown past the threshold is scanned exactly a little longer: exact is always
-  the true top k, only slower;
+- a dedup over a wallet just grown past the threshold is scanned exactly a little longer: exact
+  is always the true answer, only slower (recall's scan finds out by itself);
 - a wallet just shrunk below it walks the index, as every big wallet does, and recall falls
   back to the exact scan when the walk comes back short.
 """
