@@ -76,20 +76,31 @@ async def rollback_unless_lost(conn: asyncpg.Connection, tx: Transaction) -> Non
     InternalClientError over it would be a 500. The pool resets or closes the connection when
     it is released, so nothing of the transaction outlives the request."""
     try:
-        if not conn.is_closed():
+        if not connection_lost(conn):
             await tx.rollback()
     except (asyncpg.InterfaceError, asyncpg.InternalClientError, *DATABASE_DOWN) as exc:
         log.warning("rollback on a lost connection skipped: %r", exc)
 
 
+def connection_lost(conn: asyncpg.Connection) -> bool:
+    """The database closed this request's connection: asyncpg says it is closed, or has already
+    taken it back into the pool (it does so when a connection closes under a request, and the
+    request's connection is never released before the request ends)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # "connection has been released back to the pool"
+        return True
+
+
 @contextmanager
 def database_lost_is_503(conn: asyncpg.Connection) -> Iterator[None]:
-    """A commit on a connection the database closed meanwhile: 503 like any outage, not the
-    InterfaceError asyncpg raises for a closed connection (a 500)."""
+    """A statement or a commit on a connection the database closed meanwhile: 503 like any
+    outage, not the InterfaceError asyncpg raises for a closed or taken-back connection (a
+    500)."""
     try:
         yield
     except asyncpg.InterfaceError as exc:
-        if conn.is_closed():
+        if connection_lost(conn):
             raise PartUnavailable("database") from exc
         raise
 
@@ -105,8 +116,9 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
         raise PartUnavailable("database") from exc
     if runs_as_one_statement(request.scope.get("route_handler")):
         async with _released(pool, conn):
-            await gate.authorize(request, conn)  # a free route: notes the free calls left
-            yield conn
+            with database_lost_is_503(conn):
+                await gate.authorize(request, conn)  # a free route: notes the free calls left
+                yield conn
         return
     charge: Charge = NO_CHARGE
     state = state_of(request.scope)
@@ -114,12 +126,13 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
         tx = conn.transaction()
         await tx.start()
         try:
-            charge = await gate.authorize(request, conn)
-            yield conn
-            with anyio.CancelScope(shield=True):
-                await gate.settle(request, conn, charge)
-                if commit_may_be_relaxed(state.get("relaxed_commit", False), charge.kind):
-                    await db.commit_without_waiting_for_flush(conn)
+            with database_lost_is_503(conn):
+                charge = await gate.authorize(request, conn)
+                yield conn
+                with anyio.CancelScope(shield=True):
+                    await gate.settle(request, conn, charge)
+                    if commit_may_be_relaxed(state.get("relaxed_commit", False), charge.kind):
+                        await db.commit_without_waiting_for_flush(conn)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await rollback_unless_lost(conn, tx)

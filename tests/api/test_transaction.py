@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from app.api.errors import EXCEPTION_HANDLERS
-from app.api.transaction import database_lost_is_503, rollback_unless_lost
+from app.api.transaction import connection_lost, database_lost_is_503, rollback_unless_lost
 from app.kit.errors import PartUnavailable
 
 
@@ -79,3 +79,42 @@ def test_a_client_confused_by_a_dropped_connection_is_a_503() -> None:
     )
     assert response.status_code == 503
     assert response.headers["Retry-After"]
+
+
+async def test_a_statement_on_a_connection_the_pool_took_back_as_it_closed_is_a_503(
+    database_url: str,
+) -> None:
+    """Seen in the chaos test: the database dropped a request's connection, asyncpg took it back
+    into the pool as it closed, and the request's next statement raised InterfaceError
+    ('released back to the pool'), a 500 with a traceback."""
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+    try:
+        conn = await pool.acquire()
+        admin = await asyncpg.connect(database_url)
+        try:
+            await admin.execute("SELECT pg_terminate_backend($1)", conn.get_server_pid())
+        finally:
+            await admin.close()
+        for _ in range(200):  # the client learns the socket is gone
+            if connection_lost(conn):
+                break
+            await asyncio.sleep(0.025)
+        assert connection_lost(conn)
+        with pytest.raises(PartUnavailable):
+            with database_lost_is_503(conn):
+                await conn.fetchval("SELECT 1")
+        await pool.release(conn)  # what the request's end does: no error either
+    finally:
+        pool.terminate()
+
+
+async def test_a_misused_live_connection_is_not_an_outage(database_url: str) -> None:
+    """An InterfaceError on a connection that is still there is a bug to show, not a 503."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert not connection_lost(conn)
+        with pytest.raises(asyncpg.InterfaceError):
+            with database_lost_is_503(conn):
+                raise asyncpg.InterfaceError("a misuse")
+    finally:
+        await conn.close()
