@@ -58,6 +58,8 @@ KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BASELINES_R10 = {"BM25": 0.611, "dense MiniLM": 0.545, "RRF(60)": 0.625}
 TARGET_R10 = 0.72
+# every question's ranked turn ids, when --ranks asks for them (for looking at misses)
+RANKS: list[dict[str, Any]] | None = None
 DIA_ID_RE = re.compile(r"D(\d+):(\d+)")
 
 
@@ -183,6 +185,10 @@ async def evaluate(
                 ranked = [d for m in memories for d in dia_ids_of(m)]
                 row = score(ranked, evidence, [m["content"] for m in memories[:10]])
                 per_category[category].append(row)
+                if RANKS is not None:
+                    RANKS.append({"sample": sample["sample_id"], "category": category,
+                                  "question": qa["question"], "evidence": evidence,
+                                  "ranked": ranked})  # fmt: skip
             per_sample[sample["sample_id"]] = per_category
     return {"per_sample": per_sample, "latencies": latencies}
 
@@ -264,7 +270,10 @@ async def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated, of: {', '.join(CONFIGS)}")  # fmt: skip
+    parser.add_argument("--ranks", type=Path, help="also write each question's ranked turn ids")
     args = parser.parse_args()
+    global RANKS
+    RANKS = [] if args.ranks else None
     samples = json.loads(args.dataset.read_text())
     if args.samples:
         samples = samples[: args.samples]
@@ -299,6 +308,8 @@ async def main() -> None:
             )
             print(f"\nrecall p50, default / first round only (same run): {ratio:.2f}x")
         save(args.out, figures)
+        if args.ranks and RANKS is not None:
+            args.ranks.write_text(json.dumps(RANKS))
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -43,7 +43,12 @@ MONTH_WITHOUT_YEAR_LOOKBACK_YEARS = 10
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
+_ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
+             "4th": 4, "last": 0}  # fmt: skip
+_ORDINAL = r"(?P<ordinal>" + "|".join(_ORDINALS) + ")"
 _EXPLICIT = [
+    # "the second week of November (2023)": first so that its month is not read alone
+    re.compile(rf"\b{_ORDINAL}\s+week\s+of\s+{_MONTH}(?:,?\s+{_YEAR})?", re.I),
     re.compile(r"\b(?P<year>(?:19|20)\d{2})-(?P<mnum>[01]\d)-(?P<day>[0-3]\d)\b"),
     re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I),
     re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I),
@@ -62,7 +67,12 @@ _RELATIVE = [
     ("last", re.compile(r"\b(?:last|past|previous)\s+(?P<unit>week(?:end)?|month|year)\b", re.I)),
     ("weekday", re.compile(r"\blast\s+(?P<weekday>" + "|".join(WEEKDAYS) + r")\b", re.I)),
     ("this", re.compile(r"\bthis\s+(?P<unit>week(?:end)?|month|year)\b", re.I)),
+    # "on the 15th": that day of the reference's month, or of the month before when it is
+    # still to come (dates in a memory look back, like the rest of this list)
+    ("day of month", re.compile(r"\bon\s+the\s+(?P<dom>[0-3]?\d)(?:st|nd|rd|th)\b", re.I)),
 ]
+# "between August 11 and August 15 2023": one span from the first date to the second
+_BETWEEN = re.compile(r"\bbetween\s+(?P<first>[^?!;]{3,40}?)\s+and\s+(?P<second>[^?!;]{3,40})", re.I)
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,15 @@ def _year_span(year: int) -> DateSpan:
     return DateSpan(datetime(year, 1, 1, tzinfo=UTC), _first_of(year + 1, 1))
 
 
+def _week_of_month(year: int, month: int, ordinal: int) -> DateSpan:
+    """The nth seven days of a month (days 1-7, 8-14 ...); ordinal 0: its last seven."""
+    whole = _month_span(year, month)
+    if ordinal == 0:
+        return DateSpan(max(whole.start, whole.end - timedelta(days=7)), whole.end)
+    start = whole.start + timedelta(days=7 * (ordinal - 1))
+    return DateSpan(start, min(start + timedelta(days=7), whole.end))
+
+
 def _day_span(day: datetime) -> DateSpan:
     start = day.replace(hour=0, minute=0, second=0, microsecond=0)
     return DateSpan(start, _day_after(start))
@@ -138,6 +157,8 @@ def _explicit(match: re.Match[str], reference: datetime | None, now: datetime) -
             day = _day(year, month, int(parts["day"]))
             if day:
                 spans.append(_day_span(day))
+        elif month and parts.get("ordinal"):
+            spans.append(_week_of_month(year, month, _ORDINALS[parts["ordinal"].lower()]))
         elif month:
             spans.append(_month_span(year, month))
         else:
@@ -163,6 +184,11 @@ def _relative(kind: str, match: re.Match[str], reference: datetime) -> DateSpan 
         if unit == "year":
             return _year_span(today.year - count)
         return _month_span(*_months_back(today, count))
+    if kind == "day of month":
+        dom = int(parts["dom"])
+        year, month = (today.year, today.month) if dom <= today.day else _months_back(today, 1)
+        day = _day(year, month, dom)
+        return _day_span(day) if day else None
     if kind == "weekday":
         back = (today.weekday() - WEEKDAYS.index(parts["weekday"].lower())) % 7 or 7
         return _day_span(today - timedelta(days=back))
@@ -254,9 +280,41 @@ def event_time(content: str, occurred_at: datetime | None, stored_at: datetime) 
     return EventTime(reference, reference) if reference is not None else None
 
 
+def between_dates(query: str, now: datetime) -> DateSpan | None:
+    """"between A and B": the span from A's start to B's end; A without a year takes B's
+    ("between August 11 and August 15 2023"). None unless both ends are dates."""
+    match = _BETWEEN.search(query)
+    if match is None:
+        return None
+    last = explicit_dates(match["second"], now=now)
+    if not last:
+        return None
+    first = explicit_dates(match["first"], reference=last[0].start, now=now)
+    if not re.search(_YEAR, match["first"]):  # A's year is B's
+        first = explicit_dates(f"{match['first']} {last[0].start.year}", now=now) or first
+    if not first or first[0].start >= last[-1].end:
+        return None
+    return DateSpan(first[0].start, last[-1].end)
+
+
+# A question that asks for a time: "When did ...", "What year ...", "Since when ...".
+_ASKS_WHEN = re.compile(
+    r"^\W*(?:when\b|since when\b|how long ago\b|(?:what|which)\s+(?:date|day|year|month|week)\b)",
+    re.I,
+)
+
+
+def asks_when(query: str) -> bool:
+    """Whether the query asks when something happened."""
+    return _ASKS_WHEN.search(query) is not None
+
+
 def query_window(query: str, now: datetime) -> list[DateSpan]:
-    """The spans a query asks about: its explicit dates, else its first relative date counted
-    back from `now`. Empty when the query names no time."""
+    """The spans a query asks about: a span between two dates, else its explicit dates, else
+    its first relative date counted back from `now`. Empty when the query names no time."""
+    between = between_dates(query, now)
+    if between is not None:
+        return [between]
     explicit = explicit_dates(query, now=now)
     if explicit:
         return explicit

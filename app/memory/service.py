@@ -22,7 +22,7 @@ from app.history import service as history
 from app.kit.errors import InvalidInput, MemoryImmutable, MemoryNotDeleted, MemoryNotFound
 from app.kit.schemas import nfc_names, parse_time
 from app.memory import repository as repo
-from app.memory.dates import EventTime, event_time, query_window
+from app.memory.dates import EventTime, asks_when, event_time, query_window
 from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
 from app.memory.schemas import (
     DEFAULT_IMPORTANCE,
@@ -683,12 +683,18 @@ class _Ranking:
         self.now = now
         self.access_boost = access_boost
         self.window = query_window(req.query, now) if event_time_boost else []
+        # a "when" question is answered by a memory that says when its event happened
+        self.wants_dated = event_time_boost and asks_when(req.query)
         self.best_keyword = 0.0
 
     def _passes(self, row: asyncpg.Record) -> bool:
         return self.min_similarity <= 0 or float(row["vector_sim"]) >= self.min_similarity
 
     def _in_window(self, row: asyncpg.Record) -> bool:
+        """The memory's event time meets the time the query names, or the query asks when and
+        the memory says when."""
+        if self.wants_dated and _says_when(row):
+            return True
         if not self.window or row["occurred_at"] is None:
             return False
         said = row["mentioned_at"] or row["occurred_at"]
@@ -718,6 +724,12 @@ class _Ranking:
             carried = carried_score(seed_score[row["seed_id"]], int(row["hops"]))
             by_id[row["id"]] = Recalled(found.row, with_carried(found.signals, carried))
         return sorted(by_id.values(), key=lambda r: r.signals.score, reverse=True)
+
+
+def _says_when(row: asyncpg.Record) -> bool:
+    """The memory dates its event itself: a relative date moved it from when it was said."""
+    said = row["mentioned_at"]
+    return said is not None and row["occurred_at"] is not None and said != row["occurred_at"]
 
 
 def _signals_of(

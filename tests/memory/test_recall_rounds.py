@@ -16,7 +16,14 @@ from pgvector.asyncpg import register_vector
 
 from app.config import LOCAL_EMBED_DIMS
 from app.memory import repository as memory_repository
-from app.memory.dates import DateSpan, EventTime, event_time, explicit_dates, query_window
+from app.memory.dates import (
+    DateSpan,
+    EventTime,
+    asks_when,
+    event_time,
+    explicit_dates,
+    query_window,
+)
 from app.memory.scoring import CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP
 from tests.support.api import auth, store_memory
 
@@ -47,6 +54,18 @@ def test_explicit_dates(text: str, start: datetime | None, end: datetime | None)
     assert (found[0] if found else None) == (DateSpan(start, end) if start and end else None)
 
 
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("in the second week of November 2023", day(2023, 11, 8), day(2023, 11, 15)),
+        ("the first week of May, 2023", day(2023, 5, 1), day(2023, 5, 8)),
+        ("the last week of February 2024", day(2024, 2, 23), day(2024, 3, 1)),
+    ],
+)
+def test_a_week_of_a_month(text: str, start: datetime, end: datetime) -> None:
+    assert explicit_dates(text) == [DateSpan(start, end)]  # not the whole month besides
+
+
 def test_an_invalid_calendar_date_is_not_a_date() -> None:
     assert explicit_dates("on 31 February, 2023") == []
 
@@ -75,6 +94,38 @@ def test_event_time_counts_from_the_clients_time_first() -> None:
     assert event_time("we met Bob yesterday", given, NOW) == EventTime(day(2024, 3, 9), given)
     assert event_time("[8 May, 2023] plain note", given, NOW) == EventTime(given, given)
     assert event_time("no date at all", None, NOW) is None
+
+
+def test_the_day_of_the_month_counts_from_the_memorys_own_date() -> None:
+    """"on the 15th" is the 15th of the month the memory was said in, or of the month before
+    when that day is still to come."""
+    met = event_time("[17 August, 2023] John: I met my teammates on the 15th", None, NOW)
+    assert met == EventTime(day(2023, 8, 15), day(2023, 8, 17))
+    back = event_time("[3 August, 2023] John: we won on the 20th", None, NOW)
+    assert back == EventTime(day(2023, 7, 20), day(2023, 8, 3))
+
+
+def test_a_window_between_two_dates() -> None:
+    """One span from the first date to the second; the first takes the second's year."""
+    assert query_window("Where was John between August 11 and August 15 2023?", NOW) == [
+        DateSpan(day(2023, 8, 11), day(2023, 8, 16))
+    ]
+    assert query_window("between 3 May, 2023 and 9 May, 2023", NOW) == [
+        DateSpan(day(2023, 5, 3), day(2023, 5, 10))
+    ]
+    assert query_window("between you and me, what happened?", NOW) == []
+    # the wrong way round is no span: the dates are read one by one
+    assert len(query_window("between 9 May, 2023 and 3 May, 2023", NOW)) == 2
+
+
+@pytest.mark.parametrize(
+    ("query", "when"),
+    [("When did Nate win his third tourney?", True), ("what year did she move?", True),
+     ("Since when has Ann lived in Lisbon?", True), ("Which month was the launch?", True),
+     ("Where does Ann live?", False), ("What did we say about when to deploy?", False)],
+)  # fmt: skip
+def test_a_question_that_asks_when(query: str, when: bool) -> None:
+    assert asks_when(query) is when
 
 
 def test_query_window() -> None:
@@ -176,6 +227,29 @@ async def test_recall_filters_on_event_time_and_boosts_the_time_the_query_names(
     r = await client.post("/v1/recall", headers=auth(wallet), json={
         "query": "dinner with Priya", "filters": {"occurred_before": "2024-05-01"}})  # fmt: skip
     assert [m["id"] for m in r.json()["memories"]] == [march["id"]]
+
+
+async def test_a_when_question_ranks_the_memory_that_says_when_first(
+    client: AsyncTestClient,
+) -> None:
+    """Two memories equally about the question; the one that dates its event ("last Friday")
+    answers "when", and ranks first for a "when" question only."""
+    wallet = Account.create()
+    dated = (await store_memory(
+        client, wallet, "[16 November, 2023] Tim: I visited a castle on my trip last Friday"
+    ))["memory"]  # fmt: skip
+    undated = (await store_memory(
+        client, wallet, "[16 November, 2023] Tim: I visited a castle on my trip, it was huge"
+    ))["memory"]  # fmt: skip
+    for query, first in (("When did Tim visit a castle?", dated),
+                         ("Did Tim visit a huge castle on his trip?", undated)):  # fmt: skip
+        r = await client.post("/v1/recall", json={"query": query}, headers=auth(wallet))
+        hits = r.json()["memories"]
+        assert hits[0]["id"] == first["id"], hits
+    r = await client.post("/v1/recall", json={"query": "When did Tim visit a castle?"},
+                          headers=auth(wallet))  # fmt: skip
+    boosts = {m["id"]: m["_signals"]["event_time_boost"] for m in r.json()["memories"]}
+    assert boosts == {dated["id"]: 1.5, undated["id"]: 1.0}
 
 
 # ---- second round ---------------------------------------------------------------------------
