@@ -36,7 +36,7 @@ from app.consolidate.service import ConsolidateService
 from app.context.controller import ContextController
 from app.context.service import ContextService
 from app.db.pool import asyncpg_dsn, create_pool
-from app.db.schema import check_embedding_dims, check_pgvector
+from app.db.schema import check_embedding_dims, check_embedding_model, check_pgvector
 from app.history.controller import HistoryController
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
@@ -132,6 +132,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             async with pool.acquire() as conn:
                 await check_pgvector(conn)
                 await check_embedding_dims(conn, embedder.dims, embedder.model_name)
+                await check_embedding_model(conn, embedder.model_name)
                 await sessions.load(conn)
             app.state.pool = pool
             yield

@@ -47,7 +47,13 @@ def migrate(settings: Settings) -> None:
 
     from app.ai.embedders import build_embedder
     from app.db.pool import asyncpg_dsn
-    from app.db.schema import SchemaError, check_embedding_dims, check_pgvector, upgrade_to_head
+    from app.db.schema import (
+        SchemaError,
+        check_embedding_dims,
+        check_embedding_model,
+        check_pgvector,
+        upgrade_to_head,
+    )
 
     embedder = build_embedder(settings.embedder)
     url = settings.database.url or ""
@@ -57,6 +63,7 @@ def migrate(settings: Settings) -> None:
         try:
             if after_upgrade:
                 await check_embedding_dims(conn, embedder.dims, embedder.model_name)
+                await check_embedding_model(conn, embedder.model_name)
             else:
                 await check_pgvector(conn)
         finally:
@@ -169,6 +176,40 @@ def cmd_migrate(_: argparse.Namespace) -> None:
         print("database is at the latest schema")
 
 
+def cmd_reembed(args: argparse.Namespace) -> None:
+    with database(Settings.from_env()) as ready:
+        done = asyncio.run(reembed(ready, args.batch))
+        print(f"re-embedded {done} memories")
+
+
+async def reembed(settings: Settings, batch: int) -> int:
+    """Every memory whose vector comes from another model, embedded again with the configured
+    one, in batches (each its own transaction, so an interrupted run resumes where it
+    stopped); then the database records that model."""
+    import asyncpg
+    from pgvector.asyncpg import register_vector
+
+    from app.ai.embedders import build_embedder
+    from app.db.pool import asyncpg_dsn
+    from app.db.schema import SchemaError, check_embedding_dims
+    from app.memory.reembed import reembed_all
+
+    embedder = build_embedder(settings.embedder)
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database.url or ""))
+    try:
+        await register_vector(conn)
+        try:
+            await check_embedding_dims(conn, embedder.dims, embedder.model_name)
+        except SchemaError as exc:
+            raise SystemExit(
+                f"engram: {exc} Re-embedding keeps the dimension: to change it, export the"
+                " memories and import them into a database created for the new one."
+            ) from exc
+        return await reembed_all(conn, embedder, batch, progress=print)
+    finally:
+        await conn.close()
+
+
 def cmd_wallet_sign(args: argparse.Namespace) -> None:
     from app.auth.signature import sign_header
 
@@ -237,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
         func=cmd_migrate
     )
+    again = sub.add_parser(
+        "reembed", help="embed every memory again with the configured embedder (after a switch)"
+    )
+    again.add_argument("--batch", type=int, default=256, help="memories per transaction")
+    again.set_defaults(func=cmd_reembed)
     mcp = sub.add_parser(
         "mcp",
         help="MCP server on stdio for desktop agents, against a running Engram"

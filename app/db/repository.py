@@ -23,6 +23,36 @@ async def embedding_dims(conn: asyncpg.Connection) -> int | None:
     return int(value) if value else None
 
 
+async def recorded_embedding_model(conn: asyncpg.Connection) -> str | None:
+    """The model the database's vectors come from: the recorded one, else (a database from
+    before it was recorded) a memory's, else the model at creation; None when nothing says."""
+    value: str | None = await conn.fetchval(
+        """SELECT COALESCE(
+               (SELECT value FROM engram_settings WHERE key = 'embedding_model'),
+               (SELECT embedding_model FROM memories LIMIT 1),
+               (SELECT NULLIF(value, '') FROM engram_settings
+                WHERE key = 'embedding_model_at_creation'))"""
+    )
+    return value
+
+
+async def record_embedding_model(conn: asyncpg.Connection, model: str) -> None:
+    await conn.execute(
+        """INSERT INTO engram_settings (key, value) VALUES ('embedding_model', $1)
+           ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+        model,
+    )
+
+
+async def embedded_otherwise(conn: asyncpg.Connection, model: str) -> bool:
+    """Whether any memory's vector comes from another model than `model`."""
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM memories WHERE embedding_model <> $1)", model
+        )
+    )
+
+
 async def ping(conn: asyncpg.Connection) -> bool:
     return bool(await conn.fetchval("SELECT true"))
 

@@ -60,3 +60,18 @@ async def check_embedding_dims(conn: asyncpg.Connection, embedder_dims: int, mod
             f" ENGRAM_EMBED_DIMS={stored} with an embedder that supports it, or point"
             " ENGRAM_DATABASE_URL (or ENGRAM_DATA_DIR) at a fresh database."
         )
+
+
+async def check_embedding_model(conn: asyncpg.Connection, model: str) -> None:
+    """The configured embedder is the one the stored vectors come from: vectors of two models
+    are not comparable, so a switch re-embeds (`engram reembed`), never silently. A database
+    with no vector of another model simply records the configured one."""
+    recorded = await repository.recorded_embedding_model(conn)
+    if recorded != model and await repository.embedded_otherwise(conn, model):
+        raise SchemaError(
+            f"The database's memories were embedded with {recorded}, but the configured"
+            f" embedder is {model}: their vectors are not comparable. Run `engram reembed` to"
+            f" re-embed every memory with {model}, or configure {recorded} again."
+        )
+    if recorded != model:
+        await repository.record_embedding_model(conn, model)

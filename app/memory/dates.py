@@ -72,7 +72,9 @@ _RELATIVE = [
     ("day of month", re.compile(r"\bon\s+the\s+(?P<dom>[0-3]?\d)(?:st|nd|rd|th)\b", re.I)),
 ]
 # "between August 11 and August 15 2023": one span from the first date to the second
-_BETWEEN = re.compile(r"\bbetween\s+(?P<first>[^?!;]{3,40}?)\s+and\s+(?P<second>[^?!;]{3,40})", re.I)
+_BETWEEN = re.compile(
+    r"\bbetween\s+(?P<first>[^?!;]{3,40}?)\s+and\s+(?P<second>[^?!;]{3,40})", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -281,7 +283,7 @@ def event_time(content: str, occurred_at: datetime | None, stored_at: datetime) 
 
 
 def between_dates(query: str, now: datetime) -> DateSpan | None:
-    """"between A and B": the span from A's start to B's end; A without a year takes B's
+    """ "between A and B": the span from A's start to B's end; A without a year takes B's
     ("between August 11 and August 15 2023"). None unless both ends are dates."""
     match = _BETWEEN.search(query)
     if match is None:

@@ -863,3 +863,28 @@ async def stats(conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
         wallet,
     )
     return {"totals": totals, "by_type": by_type, "by_namespace": by_namespace}
+
+
+async def embedded_otherwise(
+    conn: asyncpg.Connection, model: str, limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` memories (deleted ones too: a restore brings them back) whose vector comes
+    from another model than `model`, locked until the transaction ends."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT user_id, id, content FROM memories WHERE embedding_model <> $1
+           LIMIT $2 FOR UPDATE SKIP LOCKED""",
+        model, limit,
+    )  # fmt: skip
+    return rows
+
+
+async def set_embeddings(
+    conn: asyncpg.Connection, rows: list[asyncpg.Record], vectors: list[np.ndarray], model: str
+) -> None:
+    """Each row's new vector, from `model`."""
+    await conn.execute(
+        """UPDATE memories m SET embedding = u.embedding, embedding_model = $4
+           FROM unnest($1::text[], $2::uuid[], $3::vector[]) AS u(user_id, id, embedding)
+           WHERE m.user_id = u.user_id AND m.id = u.id""",
+        [r["user_id"] for r in rows], [r["id"] for r in rows], _vector_array(vectors), model,
+    )  # fmt: skip

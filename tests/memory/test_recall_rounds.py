@@ -97,7 +97,7 @@ def test_event_time_counts_from_the_clients_time_first() -> None:
 
 
 def test_the_day_of_the_month_counts_from_the_memorys_own_date() -> None:
-    """"on the 15th" is the 15th of the month the memory was said in, or of the month before
+    """A memory's "on the 15th" is the 15th of the month the memory was said in, or of the month before
     when that day is still to come."""
     met = event_time("[17 August, 2023] John: I met my teammates on the 15th", None, NOW)
     assert met == EventTime(day(2023, 8, 15), day(2023, 8, 17))

@@ -1,0 +1,35 @@
+"""Re-embedding: every memory whose vector comes from another model than the configured
+embedder's, embedded again, so that a database can switch models without mixing vectors that
+cannot be compared (app/db/schema.py `check_embedding_model` refuses to serve until then)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import asyncpg
+
+from app.ai.embedders import Embedder
+from app.db import repository as db
+from app.memory import repository as repo
+
+
+async def reembed_all(
+    conn: asyncpg.Connection,
+    embedder: Embedder,
+    batch: int,
+    progress: Callable[[str], object] = lambda _: None,
+) -> int:
+    """Re-embed in batches of `batch`, each batch its own transaction: an interrupted run keeps
+    what it did and the next one starts from what is left. Returns how many it re-embedded."""
+    model = embedder.model_name
+    done = 0
+    while True:
+        async with conn.transaction():
+            rows = await repo.embedded_otherwise(conn, model, batch)
+            if not rows:
+                await db.record_embedding_model(conn, model)
+                return done
+            result = await embedder.embed([r["content"] for r in rows])
+            await repo.set_embeddings(conn, rows, result.vectors, model)
+        done += len(rows)
+        progress(f"re-embedded {done} memories with {model}")
