@@ -16,6 +16,7 @@ from litestar.openapi import OpenAPIConfig
 
 from app.ai.embedders import build_embedder
 from app.ai.fact_models import build_fact_model
+from app.ai.rerank import build_reranker
 from app.api.body import BoundedRequest, check_query_string, restore_recursion_limit
 from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.api.errors import EXCEPTION_HANDLERS
@@ -42,7 +43,7 @@ from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
 from app.mcp.http import McpEndpoint
 from app.memory.controller import MemoryController
-from app.memory.service import MemoryService
+from app.memory.service import MemoryService, Rerank
 from app.payments.capture import capture_paid_response, mark_paid_call
 from app.payments.controller import PaymentsController
 from app.payments.facilitators import build_facilitator
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         access_counted_once_per=timedelta(seconds=recall.access_counted_once_per_seconds),
         second_round=recall.second_round,
         event_time_boost=recall.event_time,
+        rerank=Rerank(build_reranker(recall), recall.rerank, recall.rerank_candidates),
     )
     shared = build_shared_store(settings.database.redis_url)
     auth = settings.auth

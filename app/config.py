@@ -205,6 +205,15 @@ class RecallSettings(SettingsGroup):
     )
     second_round: bool = env("ENGRAM_RECALL_SECOND_ROUND", True, flag)  # continuation, relations
     event_time: bool = env("ENGRAM_RECALL_EVENT_TIME", True, flag)  # boost the named event time
+    # The optional rerank stage (app/ai/rerank.py): a cross-encoder served over HTTP in the
+    # rerank wire format (`POST {base_url}/rerank`, as TEI, vLLM, llama.cpp and Infinity serve
+    # it) orders the best `rerank_candidates`; every recall when `rerank`, else when asked.
+    rerank: bool = env("ENGRAM_RECALL_RERANK", False, flag)
+    rerank_base_url: str | None = env("ENGRAM_RERANK_BASE_URL", None, text)
+    rerank_model: str | None = env("ENGRAM_RERANK_MODEL", None, text)
+    rerank_api_key: str | None = env("ENGRAM_RERANK_API_KEY", None, text, secret=True)
+    rerank_candidates: int = env("ENGRAM_RERANK_CANDIDATES", 30, positive_integer)
+    rerank_timeout_seconds: int = env("ENGRAM_RERANK_TIMEOUT_SECONDS", 5, positive_integer)
 
 
 @dataclass(frozen=True)

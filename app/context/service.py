@@ -82,7 +82,7 @@ class ContextService:
         self.fact_model = fact_model
 
     async def build(self, conn: asyncpg.Connection, wallet: str, req: ContextIn) -> ContextBlock:
-        recalled, tokens_used = await self.memories.recall(
+        recalled, tokens_used, _ = await self.memories.recall(
             conn,
             wallet,
             # the block's budget (max_memories, max_tokens) decides what fits: no similarity floor

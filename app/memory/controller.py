@@ -148,7 +148,7 @@ class MemoryController(Controller):
         relations_service: NamedDependency[RelationService],
         data: JSONBody[RecallIn],
     ) -> RecallAnswer:
-        recalled, tokens = await memory_service.recall(conn, request.user, data)
+        recalled, tokens, reranked = await memory_service.recall(conn, request.user, data)
         relax_commit(request)  # its writes are access counts (app/api/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
@@ -158,7 +158,7 @@ class MemoryController(Controller):
             )
             for item, r in zip(items, recalled, strict=True):
                 item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
-        return RecallAnswer(items, tokens)
+        return RecallAnswer(items, tokens, absent_if_none(reranked))
 
     @get("/memories", dependencies=MEMORY_FILTER, opt=one_statement())  # page + total in one
     async def list_memories(

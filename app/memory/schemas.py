@@ -127,6 +127,8 @@ class RecallIn(StrictStruct):
     # MemoClaw's CLI names them since/until (ISO 8601, or relative: 1d, 2w; see parse_moment)
     since: str | None = None
     until: str | None = None
+    # the rerank stage (README, "Recall"): true / false overrides ENGRAM_RECALL_RERANK
+    rerank: bool | None = None
 
 
 class FeedbackIn(StrictStruct):
@@ -332,6 +334,8 @@ class StoreBatchAnswer(Struct):
 class RecallAnswer(Struct):
     memories: list[RecalledMemory]
     query_tokens: int
+    # present when the rerank stage was asked for: whether a reranker ordered the results
+    reranked: bool | UnsetType = UNSET
 
 
 class MemoryPage(Struct):

@@ -127,6 +127,8 @@ class Signals(msgspec.Struct, frozen=True):
     score: float
     event_time_boost: float = 1.0  # × (1 + EVENT_TIME_BOOST) when the query names its time
     carried: float = 0.0  # the score a first-round hit passed on (second round), else 0
+    # the reranker's relevance, when the rerank stage ordered this result (absent otherwise)
+    rerank: float | msgspec.UnsetType = msgspec.UNSET
 
     def rounded(self) -> Signals:
         """The signals as the wire carries them: floats to 6 decimals."""
@@ -234,3 +236,8 @@ def with_carried(signals: Signals, carried: float) -> Signals:
     if carried <= signals.carried:
         return signals
     return msgspec.structs.replace(signals, carried=carried, score=max(signals.score, carried))
+
+
+def with_rerank(signals: Signals, relevance: float) -> Signals:
+    """A result the rerank stage ordered: its relevance by the reranker, beside its score."""
+    return msgspec.structs.replace(signals, rerank=relevance)

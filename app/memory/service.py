@@ -6,10 +6,11 @@ No SQL here (repository.py) and no HTTP types (controller.py); the caller's tran
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import asyncpg
@@ -17,6 +18,7 @@ import msgspec
 import numpy as np
 
 from app.ai.embedders import Embedder
+from app.ai.rerank import Reranker, RerankUnavailable
 from app.db import repository as db
 from app.history import service as history
 from app.kit.errors import InvalidInput, MemoryImmutable, MemoryNotDeleted, MemoryNotFound
@@ -50,8 +52,11 @@ from app.memory.scoring import (
     score_memory,
     with_carried,
     with_event_time,
+    with_rerank,
 )
 from app.memory.sizes import RecentSizes
+
+log = logging.getLogger("engram")
 
 # Store merges a new memory into an existing one of the same wallet and namespace at or above
 # this cosine similarity (MemoClaw's seed architecture figure; docs/api-contract.md,
@@ -143,6 +148,22 @@ class Recalled:
     row: asyncpg.Record
     signals: Signals
     accesses_counted: int = 0  # what this recall added to access_count (MemoClaw's accounting)
+
+
+class RecallResult(NamedTuple):
+    recalled: list[Recalled]
+    tokens: int  # the query's embedding tokens
+    reranked: bool | None  # None: no rerank asked; False: asked, but no reranker answered
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """The rerank stage's configuration: the model (None: none configured), whether every
+    recall uses it, and how many of the best candidates it orders."""
+
+    model: Reranker | None = None
+    by_default: bool = False
+    candidates: int = 30
 
 
 def _merge_tags(*tag_lists: list[str] | None) -> list[str]:
@@ -258,6 +279,7 @@ class MemoryService:
         access_counted_once_per: timedelta = ACCESS_COUNTED_ONCE_PER,
         second_round: bool = True,
         event_time_boost: bool = True,
+        rerank: Rerank | None = None,
     ) -> None:
         self.embedder = embedder
         self.access_boost = access_boost  # the contract's; see scoring.py for the option
@@ -266,6 +288,7 @@ class MemoryService:
         self.access_counted_once_per = access_counted_once_per
         self.second_round = second_round  # continuation and relations of the top hits
         self.event_time_boost = event_time_boost  # the time a query names
+        self.rerank = rerank or Rerank()  # the optional cross-encoder stage
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
         self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
 
@@ -589,9 +612,7 @@ class MemoryService:
 
     # ---- recall ----------------------------------------------------------------------------
 
-    async def recall(
-        self, conn: asyncpg.Connection, wallet: str, req: RecallIn
-    ) -> tuple[list[Recalled], int]:
+    async def recall(self, conn: asyncpg.Connection, wallet: str, req: RecallIn) -> RecallResult:
         if not req.query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
         f = recall_filter(wallet, req)
@@ -613,11 +634,35 @@ class MemoryService:
                 CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
             )  # fmt: skip
             ranked = ranking.second_round(ranked, seeds, followers)
+        ranked, reranked = await self._reranked(req, ranked)
         ranked = ranked[: req.limit]
         if self.recall_counts_access:
             await repo.record_access_each_time(conn, wallet, [r.row["id"] for r in ranked])
             ranked = [Recalled(r.row, r.signals, accesses_counted=1) for r in ranked]
-        return ranked, embedded.tokens
+        return RecallResult(ranked, embedded.tokens, reranked)
+
+    async def _reranked(
+        self, req: RecallIn, ranked: list[Recalled]
+    ) -> tuple[list[Recalled], bool | None]:
+        """The best candidates in the reranker's order (the rest after them, as they were), and
+        whether that happened: None when not asked, False when asked but no reranker answered
+        (recall keeps its own order)."""
+        if not (req.rerank if req.rerank is not None else self.rerank.by_default):
+            return ranked, None
+        if self.rerank.model is None or not ranked:
+            return ranked, self.rerank.model is not None
+        head = ranked[: max(self.rerank.candidates, req.limit)]
+        try:
+            scores = await self.rerank.model.rerank(req.query, [r.row["content"] for r in head])
+        except RerankUnavailable as exc:
+            log.warning("recall without its rerank stage: %s", exc)
+            return ranked, False
+        order = sorted(range(len(head)), key=lambda i: scores[i], reverse=True)
+        rescored = [
+            Recalled(head[i].row, with_rerank(head[i].signals, scores[i]), head[i].accesses_counted)
+            for i in order
+        ]
+        return rescored + ranked[len(head) :], True
 
     async def _exact_candidates(
         self,

@@ -1,5 +1,5 @@
-"""A local HTTP server speaking OpenAI's embeddings and chat-completions wire formats, for tests
-of the remote paths.
+"""A local HTTP server speaking OpenAI's embeddings and chat-completions wire formats (and the
+rerank wire format of TEI, vLLM and llama.cpp), for tests of the remote paths.
 
 Vectors are a hashed bag of words (deterministic, and texts sharing words are similar), so recall
 through it is meaningful. Chat completions answer Engram's structured-output requests (chosen by
@@ -90,6 +90,8 @@ class _Handler(JsonHandler):
         self.server.requests.append({"path": self.path, "body": body})
         if self.path == "/v1/chat/completions":
             return self._chat(body)
+        if self.path == "/v1/rerank":
+            return self._rerank(body)
         if self.path != "/v1/embeddings":
             return self._reply(404, {"error": {"message": "not found"}})
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
@@ -108,6 +110,21 @@ class _Handler(JsonHandler):
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+
+    def _rerank(self, body: dict[str, Any]) -> None:
+        """The rerank wire format (TEI, vLLM, llama.cpp, Infinity, Cohere): each document's
+        relevance, best first; a test's set relevance, else the share of the query's words
+        the document holds."""
+        if self.server.rerank_status != 200:
+            return self._reply(self.server.rerank_status, {"error": "reranker down"})
+        query = set(re.findall(r"[a-z0-9]+", body["query"].lower()))
+        results = []
+        for i, doc in enumerate(body["documents"]):
+            words = set(re.findall(r"[a-z0-9]+", doc.lower()))
+            overlap = len(query & words) / max(len(query), 1)
+            results.append({"index": i, "relevance_score": self.server.relevance.get(doc, overlap)})
+        results.sort(key=lambda r: r["relevance_score"], reverse=True)
+        self._reply(200, {"model": body.get("model", ""), "results": results[: body["top_n"]]})
 
     def _chat(self, body: dict[str, Any]) -> None:
         canned = self.server.next_canned()
@@ -166,6 +183,8 @@ class OpenAICompatibleServer(LocalServer):
         self.requests: list[dict[str, Any]] = []
         self._canned: deque[CannedReply] = deque()
         self._lock = threading.Lock()
+        self.relevance: dict[str, float] = {}  # the reranker's score of a document, set by a test
+        self.rerank_status = 200  # what /v1/rerank answers (not 200: an error, no ranking)
 
     @property
     def base_url(self) -> str:
