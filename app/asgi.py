@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         access_counted_once_per=timedelta(seconds=recall.access_counted_once_per_seconds),
         second_round=recall.second_round,
         event_time_boost=recall.event_time,
+        speaker_boost=recall.speaker,
         rerank=Rerank(build_reranker(recall), recall.rerank, recall.rerank_candidates),
     )
     shared = build_shared_store(settings.database.redis_url)

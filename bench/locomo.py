@@ -13,8 +13,9 @@ for scoring, never to build memories or queries.
 
 Configurations (`--configs`, comma-separated; default: all), each served on the same database:
 - default: Engram as shipped;
-- no-second-round, no-event-time, first-round: each retrieval step turned off, to show what it
-  adds (ENGRAM_RECALL_SECOND_ROUND=0, ENGRAM_RECALL_EVENT_TIME=0, both);
+- no-second-round, no-event-time, first-round, no-speaker: each retrieval step turned off, to
+  show what it adds (ENGRAM_RECALL_SECOND_ROUND=0, ENGRAM_RECALL_EVENT_TIME=0, both;
+  ENGRAM_RECALL_SPEAKER=0);
 - memoclaw-access: every recalled memory counted as accessed, MemoClaw's accounting
   (ENGRAM_RECALL_COUNTS_ACCESS=1), on a fresh copy of the turns (its recalls change the data);
 - event-time-field: the default, with each turn also sending `occurred_at` (its session date).
@@ -258,6 +259,7 @@ CONFIGS: dict[str, tuple[dict[str, Any], bool, bool]] = {
     "no-second-round": ({"second_round": False}, False, False),
     "no-event-time": ({"event_time": False}, False, False),
     "first-round": ({"second_round": False, "event_time": False}, False, False),
+    "no-speaker": ({"speaker": False}, False, False),
     "memoclaw-access": ({"counts_access": True}, True, False),
     "event-time-field": ({}, True, True),
 }

@@ -53,8 +53,10 @@ from app.memory.scoring import (
     with_carried,
     with_event_time,
     with_rerank,
+    with_speaker,
 )
 from app.memory.sizes import RecentSizes
+from app.memory.speakers import named_in, speaker_of
 
 log = logging.getLogger("engram")
 
@@ -280,6 +282,7 @@ class MemoryService:
         second_round: bool = True,
         event_time_boost: bool = True,
         rerank: Rerank | None = None,
+        speaker_boost: bool = True,
     ) -> None:
         self.embedder = embedder
         self.access_boost = access_boost  # the contract's; see scoring.py for the option
@@ -288,6 +291,7 @@ class MemoryService:
         self.access_counted_once_per = access_counted_once_per
         self.second_round = second_round  # continuation and relations of the top hits
         self.event_time_boost = event_time_boost  # the time a query names
+        self.speaker_boost = speaker_boost  # what the people a query names said
         self.rerank = rerank or Rerank()  # the optional cross-encoder stage
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
         self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
@@ -624,8 +628,9 @@ class MemoryService:
         if rows is None:  # a big wallet, or a big share of one: the HNSW index's walk
             rows = await self._index_candidates(conn, f, vector, keywords, per_side)
         ranking = _Ranking(
-            req, now_utc(), self.access_boost, self.event_time_boost, self.default_min_similarity
-        )
+            req, now_utc(), self.access_boost, self.event_time_boost,
+            self.default_min_similarity, self.speaker_boost,
+        )  # fmt: skip
         ranked = ranking.first_round(rows)
         if self.second_round and ranked:
             seeds = ranked[:SECOND_ROUND_SEEDS]
@@ -721,6 +726,7 @@ class _Ranking:
         access_boost: bool,
         event_time_boost: bool,
         default_min_similarity: float,
+        speaker_boost: bool = True,
     ) -> None:
         self.min_similarity = (
             req.min_similarity if req.min_similarity is not None else default_min_similarity
@@ -730,6 +736,8 @@ class _Ranking:
         self.window = query_window(req.query, now) if event_time_boost else []
         # a "when" question is answered by a memory that says when its event happened
         self.wants_dated = event_time_boost and asks_when(req.query)
+        # who the query names: a memory said by one of them is about them
+        self.names = named_in(req.query) if speaker_boost else set()
         self.best_keyword = 0.0
 
     def _passes(self, row: asyncpg.Record) -> bool:
@@ -747,7 +755,16 @@ class _Ranking:
 
     def _score(self, row: asyncpg.Record) -> Signals:
         signals = _signals_of(row, self.now, self.best_keyword, self.access_boost)
-        return with_event_time(signals, self._in_window(row))
+        signals = with_event_time(signals, self._in_window(row))
+        return with_speaker(signals, self._said_by_named(row))
+
+    def _said_by_named(self, row: asyncpg.Record) -> bool:
+        """The memory is a line said by someone the query names ("What books has John read?"
+        and "[8 May, 2023] John: I'm reading Dune")."""
+        if not self.names:
+            return False
+        said_by = speaker_of(row["content"])
+        return said_by is not None and said_by in self.names
 
     def first_round(self, rows: list[asyncpg.Record]) -> list[Recalled]:
         # keyword_match is relative to the best among the first round's candidates
