@@ -228,6 +228,9 @@ class EmbedderSettings(SettingsGroup):
     dims: int | None = env("ENGRAM_EMBED_DIMS", None, integer_or_none)  # None -> the model's
     # the local MiniLM run as a dynamically quantized int8 model (app/ai/int8.py), else float
     int8: bool = env("ENGRAM_EMBED_INT8", True, int8_flag)
+    # Another local model instead of MiniLM: a directory with a sentence-transformers model
+    # exported to ONNX (model.onnx, tokenizer.json; mean pooling), run as given
+    onnx_dir: Path | None = env("ENGRAM_EMBED_ONNX_DIR", None, path)  # noqa: RUF009
     # Threads one local model run may use. One: a text's run is too short to share well (on 2
     # cores, 2 threads cost 6.2-6.7 ms of CPU per text for 5.3-6.1 ms of wall time, 1 thread
     # 4.6-5.1 ms for 4.7-5.6 ms), and concurrent requests and workers use the other cores.

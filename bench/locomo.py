@@ -49,7 +49,8 @@ from provenance import save  # bench/ is on the path: the scripts run from it
 
 from app.asgi import create_app
 from app.auth.signature import sign_header
-from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
+from app.ai.embedders import build_embedder
+from app.config import DatabaseSettings, EmbedderSettings, LimitsSettings, Settings
 from app.db.embedded import EmbeddedPostgres
 from app.db.schema import upgrade_to_head
 
@@ -272,6 +273,10 @@ async def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated, of: {', '.join(CONFIGS)}")  # fmt: skip
+    parser.add_argument("--embed-onnx-dir", type=Path,
+                        help="another local model (ENGRAM_EMBED_ONNX_DIR) instead of MiniLM")
+    parser.add_argument("--embed-float", action="store_true",
+                        help="MiniLM in float, not int8 (ENGRAM_EMBED_INT8=0)")
     parser.add_argument("--ranks", type=Path, help="also write each question's ranked turn ids")
     args = parser.parse_args()
     global RANKS
@@ -283,13 +288,16 @@ async def main() -> None:
     server = EmbeddedPostgres(root / "pgdata")
     dsn = server.start()
     try:
-        await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
+        embedding = EmbedderSettings(onnx_dir=args.embed_onnx_dir, int8=not args.embed_float)
+        probe = build_embedder(embedding)  # the database is made for its dimension
+        await asyncio.to_thread(upgrade_to_head, dsn, probe.dims, probe.model_name)
         from tests.support.server import served
         from tests.support.settings import changed
 
         base = Settings(
             database=DatabaseSettings(url=dsn),
             limits=LimitsSettings(free_tier_calls=10**9, rate_limit_per_minute=0),
+            embedder=embedding,
         )
         shared_keys: dict[str, str] | None = None
         figures = {}

@@ -33,6 +33,7 @@ __all__ = [
     "EmbedResult",
     "Embedder",
     "LocalMiniLMEmbedder",
+    "LocalOnnxEmbedder",
     "OpenAIEmbedder",
     "build_embedder",
 ]
@@ -170,24 +171,12 @@ class LocalMiniLMEmbedder:
         return tokenizer
 
     def _load_session(self) -> onnxruntime.InferenceSession:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.intra_op_threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # errors only: onnxruntime logs to stderr, not logging
-        # Between requests the worker thread would spin-wait for work, burning the CPU the event
-        # loop and PostgreSQL need (bench/throughput.py: +23 % mix req/s, half the embed CPU).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         with importlib.resources.as_file(_model_resource()) as path:
             if self.int8:
                 from app.ai.int8 import default_cache_dir, quantized_model
 
                 path = quantized_model(path, self.cache_dir or default_cache_dir())
-            return ort.InferenceSession(
-                str(path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            return _session(path, self.intra_op_threads)
 
     def _embed_sync(self, texts: list[str]) -> EmbedResult:
         self._ensure_loaded()
@@ -213,6 +202,47 @@ class LocalMiniLMEmbedder:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]
         return _l2_normalise(_mean_pool(hidden, mask)), int(mask.sum())
+
+
+def _session(path: Path, intra_op_threads: int) -> onnxruntime.InferenceSession:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: onnxruntime logs to stderr, not logging
+    # Between requests the worker thread would spin-wait for work, burning the CPU the event
+    # loop and PostgreSQL need (bench/throughput.py: +23 % mix req/s, half the embed CPU).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+class LocalOnnxEmbedder(LocalMiniLMEmbedder):
+    """Another local model: a sentence-transformers model exported to ONNX, `model.onnx` and
+    `tokenizer.json` in one directory (ENGRAM_EMBED_ONNX_DIR), run as given with mean pooling
+    and L2, one text per run (a dynamically quantized export's vectors would otherwise depend on
+    what else is in the batch). Named after its directory unless a name is given; its dimension
+    is read off the model, which therefore loads at construction."""
+
+    def __init__(self, directory: Path, name: str | None = None, intra_op_threads: int = 1) -> None:
+        super().__init__(intra_op_threads=intra_op_threads, int8=False)
+        self.directory = directory
+        self.model_name = name or directory.name
+        self.batch_size = 1
+        self._ensure_loaded()
+        self.dims = self._run_batch(["dimension"])[0].shape[1]
+
+    def _load_tokenizer(self) -> tokenizers.Tokenizer:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.no_padding()  # one text per run
+        return tokenizer
+
+    def _load_session(self) -> onnxruntime.InferenceSession:
+        return _session(self.directory / "model.onnx", self.intra_op_threads)
 
 
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -362,7 +392,12 @@ class CachedEmbedder:
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
-    """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured."""
+    """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured, or
+    another local model's directory."""
+    if settings.onnx_dir is not None and not settings.is_remote:
+        return CachedEmbedder(
+            LocalOnnxEmbedder(settings.onnx_dir, settings.model, settings.threads)
+        )
     if not settings.is_remote:
         return CachedEmbedder(
             LocalMiniLMEmbedder(intra_op_threads=settings.threads, int8=settings.int8)
