@@ -73,5 +73,4 @@ async def check_embedding_model(conn: asyncpg.Connection, model: str) -> None:
             f" embedder is {model}: their vectors are not comparable. Run `engram reembed` to"
             f" re-embed every memory with {model}, or configure {recorded} again."
         )
-    if recorded != model:
-        await repository.record_embedding_model(conn, model)
+    await repository.record_embedding_model(conn, model)  # older databases: recorded now

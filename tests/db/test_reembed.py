@@ -137,3 +137,26 @@ async def test_the_reembed_command(make_app, database_url, wallet) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "re-embedded 3 memories"
     assert await models_of(url) == {MODEL}
+
+
+async def test_a_database_from_before_the_model_was_recorded_serves(
+    make_app, database_url, wallet
+) -> None:
+    """A database whose settings name no model (older than this check) takes its memories'."""
+    url = await fresh_database(database_url)
+    ids = await stored(make_app, url, wallet)
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("DELETE FROM engram_settings WHERE key = 'embedding_model'")
+    finally:
+        await conn.close()
+    async with AsyncTestClient(app=make_app(database={"url": url})) as client:
+        r = await client.post("/v1/recall", json={"query": "when is the boiler serviced"},
+                              headers=auth(wallet))  # fmt: skip
+        assert r.json()["memories"][0]["id"] == ids[0]
+    conn = await asyncpg.connect(url)
+    try:
+        recorded = "SELECT value FROM engram_settings WHERE key = 'embedding_model'"
+        assert await conn.fetchval(recorded) == MODEL
+    finally:
+        await conn.close()
