@@ -47,9 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from provenance import save  # bench/ is on the path: the scripts run from it
 
+from app.ai.embedders import build_embedder
 from app.asgi import create_app
 from app.auth.signature import sign_header
-from app.ai.embedders import build_embedder
 from app.config import DatabaseSettings, EmbedderSettings, LimitsSettings, Settings
 from app.db.embedded import EmbeddedPostgres
 from app.db.schema import upgrade_to_head
@@ -273,10 +273,14 @@ async def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated, of: {', '.join(CONFIGS)}")  # fmt: skip
-    parser.add_argument("--embed-onnx-dir", type=Path,
-                        help="another local model (ENGRAM_EMBED_ONNX_DIR) instead of MiniLM")
-    parser.add_argument("--embed-float", action="store_true",
-                        help="MiniLM in float, not int8 (ENGRAM_EMBED_INT8=0)")
+    parser.add_argument(
+        "--embed-onnx-dir",
+        type=Path,
+        help="another local model (ENGRAM_EMBED_ONNX_DIR) instead of MiniLM",
+    )
+    parser.add_argument(
+        "--embed-float", action="store_true", help="MiniLM in float, not int8 (ENGRAM_EMBED_INT8=0)"
+    )
     parser.add_argument("--ranks", type=Path, help="also write each question's ranked turn ids")
     args = parser.parse_args()
     global RANKS
