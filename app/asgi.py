@@ -96,6 +96,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     free_tier = FreeTier(settings.limits.free_tier_calls)
     fact_model = build_fact_model(settings.llm)
     recall = settings.recall
+    reranker = build_reranker(recall)
     memories = MemoryService(
         embedder,
         access_boost=recall.access_boost,
@@ -104,7 +105,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         second_round=recall.second_round,
         event_time_boost=recall.event_time,
         speaker_boost=recall.speaker,
-        rerank=Rerank(build_reranker(recall), recall.rerank, recall.rerank_candidates),
+        rerank=Rerank(reranker, recall.rerank, recall.rerank_candidates),
     )
     shared = build_shared_store(settings.database.redis_url)
     auth = settings.auth
@@ -142,6 +143,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         finally:
             await pool.close()
             await shared.close()
+            if reranker is not None:
+                await reranker.aclose()
 
     # Everything a handler may ask for by name, declared once: `<feature>_service` for the
     # features' services, the auth pieces by what they are.
