@@ -32,6 +32,10 @@ from app.payments.schemas import PaymentRequiredBody
 # Descriptions a handler passes to error_responses (or its own, more precise).
 NO_SUCH_MEMORY = "No memory with this id among the caller's memories"
 IMMUTABLE_MEMORY = "The memory is immutable: it cannot be changed or deleted"
+VERSION_CONFLICT = (
+    "The memory changed since the version the writer named (If-Match or expected_version):"
+    " `details.current_version` says which it is at"
+)
 
 AUTH_REFUSED = (
     "No valid wallet proof: x-wallet-auth, Authorization: Bearer <session token> or"
@@ -68,10 +72,11 @@ def error_responses(
     not_found: str | None = None,
     conflict: str | None = None,
     unauthorized: str | None = None,
+    precondition: str | None = None,
 ) -> dict[int, ResponseSpec]:
     """A handler's own error answers, each described: 404 (what may not be found), 409 (what
     may conflict), 401 (on a public route that still refuses, such as sign-in)."""
-    own = {404: not_found, 409: conflict, 401: unauthorized}
+    own = {404: not_found, 409: conflict, 401: unauthorized, 412: precondition}
     return {status: _error(text) for status, text in own.items() if text is not None}
 
 

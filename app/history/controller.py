@@ -44,7 +44,9 @@ class HistoryController(Controller):
         "/restore",
         status_code=HTTP_200_OK,
         responses=error_responses(
-            not_found=NO_SUCH_MEMORY, conflict="The memory is not deleted: nothing to restore"
+            not_found=NO_SUCH_MEMORY,
+            conflict="The memory is not deleted (nothing to restore), or another memory now holds"
+            " its key in its namespace",
         ),
     )
     async def restore(

@@ -82,6 +82,14 @@ def updated(
     return Change(before["id"], action, changes) if changes else None
 
 
+def versioned(before: Mapping[str, Any], after: Mapping[str, Any]) -> Change:
+    """A keyed store over a memory: what changed, and always its version (a store that changes
+    nothing is still a new version, recorded)."""
+    changes = diff(before, after)
+    changes["version"] = {"before": int(before["version"]), "after": int(after["version"])}
+    return Change(before["id"], "update", changes)
+
+
 def deleted(memory_ids: Iterable[UUID]) -> list[Change]:
     return [Change(memory_id, "delete", dict(DELETED)) for memory_id in memory_ids]
 

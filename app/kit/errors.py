@@ -130,6 +130,33 @@ class MemoryImmutable(Conflict):
         self.memory_id = memory_id
 
 
+class PreconditionFailed(ApiError):
+    status_code = 412
+    code = "PRECONDITION_FAILED"
+
+
+class VersionConflict(PreconditionFailed):
+    """The memory changed since the version the writer read: it is at `current`."""
+
+    def __init__(self, memory_id: object, expected: int, current: int) -> None:
+        super().__init__(
+            f"Memory {memory_id} is at version {current}, not {expected}",
+            {"id": str(memory_id), "expected_version": expected, "current_version": current},
+            headers={"ETag": f'"{current}"'},
+        )
+        self.current = current
+
+
+class KeyTaken(Conflict):
+    """Another live memory holds this key in that namespace."""
+
+    def __init__(self, key: str, namespace: str) -> None:
+        super().__init__(
+            f"Another memory holds the key {key!r} in namespace {namespace!r}",
+            {"key": key, "namespace": namespace},
+        )
+
+
 class MemoryNotDeleted(Conflict):
     """A restore of a memory that is not deleted."""
 

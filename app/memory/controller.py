@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Annotated, Literal
 
 import asyncpg
+import msgspec
 from litestar import Controller, HttpMethod, delete, get, patch, post, route
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
+from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, VERSION_CONFLICT, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import one_statement, relax_commit, request_transaction
 from app.kit.schemas import absent_if_none, iso
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
+    DEFAULT_NAMESPACE,
     MAX_SEARCH_QUERY_CHARS,
     BatchUpdateAnswer,
     BatchUpdateError,
@@ -52,7 +55,7 @@ from app.memory.schemas import (
     recalled_to_wire,
     split_tags,
 )
-from app.memory.service import MemoryService, list_filter
+from app.memory.service import MemoryService, list_filter, version_in
 from app.payments import prices
 from app.payments.prices import paid
 from app.relations.schemas import linked_to_wire
@@ -107,7 +110,12 @@ class MemoryController(Controller):
     path = "/v1"
     tags = ["memories"]
 
-    @post("/store", opt=paid(prices.STORE), status_code=HTTP_201_CREATED)
+    @post(
+        "/store",
+        opt=paid(prices.STORE),
+        status_code=HTTP_201_CREATED,
+        responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
+    )
     async def store(
         self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[StoreIn]
     ) -> StoreAnswer:
@@ -121,7 +129,12 @@ class MemoryController(Controller):
             memory=memory,
         )
 
-    @post("/store/batch", opt=paid(prices.STORE_BATCH), status_code=HTTP_201_CREATED)
+    @post(
+        "/store/batch",
+        opt=paid(prices.STORE_BATCH),
+        status_code=HTTP_201_CREATED,
+        responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
+    )
     async def store_batch(
         self,
         request: WalletRequest,
@@ -223,6 +236,24 @@ class MemoryController(Controller):
         row, _ = await memory_service.use(conn, request.user, memory_id)
         return memory_to_wire(row)
 
+    @get(
+        "/memories/by-key/{key:path}",
+        responses=error_responses(not_found="No live memory holds this key in the namespace"),
+        opt=one_statement(),
+    )
+    async def get_by_key(
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        # a path parameter (keys may hold "/"): Litestar documents it as a URI, which it is not
+        key: Annotated[Path, Parameter(schema_extra={"format": "path"})],
+        namespace: FromQuery[str] = DEFAULT_NAMESPACE,
+    ) -> Memory:
+        """The memory a store named `key` in the namespace (keys may hold `/`)."""
+        row = await memory_service.by_key(conn, request.user, namespace, str(key).lstrip("/"))
+        return memory_to_wire(row)
+
     @post(
         "/memories/{memory_id:str}/feedback",
         status_code=HTTP_200_OK,
@@ -249,7 +280,9 @@ class MemoryController(Controller):
     @patch(
         "/memories/{memory_id:str}",
         opt=paid(prices.UPDATE),
-        responses=error_responses(not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY),
+        responses=error_responses(
+            not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT
+        ),
     )
     async def update(
         self,
@@ -258,7 +291,13 @@ class MemoryController(Controller):
         memory_service: Memories,
         memory_id: FromPath[str],
         data: JSONBody[UpdateIn],
+        if_match: Annotated[
+            str | None,
+            Parameter(header="if-match", description="the version the writer read: 412 if not"),
+        ] = None,
     ) -> UpdatedMemory:
+        if if_match is not None and data.expected_version is None:
+            data = msgspec.structs.replace(data, expected_version=version_in(if_match))
         row, tokens = await memory_service.update(conn, request.user, memory_id, data)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 

@@ -19,7 +19,7 @@ COLUMNS = (
     "m.id, m.user_id, m.namespace, m.content, m.embedding_model, m.metadata, m.importance,"
     " m.memory_type, m.session_id, m.agent_id, m.expires_at, m.pinned, m.immutable,"
     " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at, m.occurred_at,"
-    " m.mentioned_at"
+    " m.mentioned_at, m.key, m.version"
 )
 # filter_sql binds the wallet first, so its placeholder is always $1 (joins and subqueries name
 # it to prune partitions at planning time: memories are partitioned by user_id).
@@ -116,6 +116,7 @@ class MemoryFields:
     immutable: bool
     occurred_at: datetime | None = None  # event time, when known (app/memory/dates.py)
     mentioned_at: datetime | None = None  # when it was said, which relative dates count from
+    key: str | None = None  # a stable name in its namespace (upsert by key)
 
 
 # (namespace, SHA-256 of the content): what exact-content dedup compares
@@ -219,6 +220,28 @@ async def lock_contents(conn: asyncpg.Connection, wallet: str, keys: list[Conten
     )
 
 
+async def lock_key(conn: asyncpg.Connection, wallet: str, namespace: str, key: str) -> None:
+    """Serialise concurrent stores of one key until commit: each then sees the last one's
+    row."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        f"key\x1f{wallet}\x1f{namespace}\x1f{key}",
+    )
+
+
+async def holding_key(
+    conn: asyncpg.Connection, wallet: str, namespace: str, key: str, for_update: bool = False
+) -> asyncpg.Record | None:
+    """The memory (not deleted; expired or not: it still holds its key) named `key`."""
+    lock = " FOR UPDATE" if for_update else ""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        f"""SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 AND m.namespace = $2
+            AND m.key = $3 AND m.deleted_at IS NULL{lock}""",
+        wallet, namespace, key,
+    )  # fmt: skip
+    return row
+
+
 async def find_same_contents(
     conn: asyncpg.Connection, wallet: str, keys: list[ContentKey]
 ) -> dict[ContentKey, asyncpg.Record]:
@@ -310,23 +333,23 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
         INSERT INTO memories AS m (id, user_id, content, content_hash, embedding,
             embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
             expires_at, pinned, immutable, created_at, updated_at, accessed_at, access_count,
-            deleted_at, occurred_at, mentioned_at)
+            deleted_at, occurred_at, mentioned_at, key)
         SELECT u.id, u.user_id, u.content, u.content_hash, u.embedding,
             u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
             u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable,
             coalesce(u.created_at, now()), coalesce(u.updated_at, now()),
             coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at,
-            u.occurred_at, u.mentioned_at
+            u.occurred_at, u.mentioned_at, u.key
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::vector[], $6::text[],
             $7::jsonb[], $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[],
             $13::timestamptz[], $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[],
             $18::timestamptz[], $19::int[], $20::timestamptz[], $21::timestamptz[],
-            $22::timestamptz[])
+            $22::timestamptz[], $23::text[])
             WITH ORDINALITY
             AS u(id, user_id, content, content_hash, embedding, embedding_model, metadata,
                  importance, namespace, memory_type, session_id, agent_id, expires_at, pinned,
                  immutable, created_at, updated_at, accessed_at, access_count, deleted_at,
-                 occurred_at, mentioned_at, i)
+                 occurred_at, mentioned_at, key, i)
         ORDER BY u.i  -- `seq` (the default) numbers the rows in the order given
         RETURNING {COLUMNS}
         """,
@@ -342,6 +365,7 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
             for name in ("created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
         ),
         [n.fields.occurred_at for n in new], [n.fields.mentioned_at for n in new],
+        [n.fields.key for n in new],
     )  # fmt: skip
     by_id = {r["id"]: r for r in rows}
     return [by_id[i] for i in ids]
@@ -357,7 +381,7 @@ async def merge_duplicate(
 ) -> asyncpg.Record:
     return await conn.fetchrow(
         f"""UPDATE memories m SET importance = GREATEST(m.importance, $3), metadata = $4,
-                pinned = m.pinned OR $5, updated_at = now()
+                pinned = m.pinned OR $5, updated_at = now(), version = m.version + 1
             WHERE m.user_id = $1 AND m.id = $2 RETURNING {COLUMNS}""",
         wallet, memory_id, importance, metadata, pinned,
     )  # fmt: skip
@@ -379,6 +403,7 @@ async def update(
             raise ValueError(f"not an updatable column: {column}")
         sets.append(f"{column} = {sql.param(value)}")
     sets.append("updated_at = now()")
+    sets.append("version = m.version + 1")  # every change is a new version
     return await conn.fetchrow(
         f"""UPDATE memories m SET {", ".join(sets)}
             WHERE m.id = {sql.param(memory_id)} AND m.user_id = {sql.param(wallet)}
@@ -391,7 +416,7 @@ async def set_metadata_many(
     conn: asyncpg.Connection, wallet: str, metadata: dict[UUID, dict[str, Any]]
 ) -> None:
     await conn.execute(
-        """UPDATE memories m SET metadata = u.metadata, updated_at = now()
+        """UPDATE memories m SET metadata = u.metadata, updated_at = now(), version = m.version + 1
            FROM unnest($2::uuid[], $3::jsonb[]) AS u(id, metadata)
            WHERE m.id = u.id AND m.user_id = $1 AND NOT m.immutable""",
         wallet, list(metadata), list(metadata.values()),

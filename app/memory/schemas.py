@@ -44,6 +44,9 @@ DEFAULT_MEMORY_TYPE = "general"
 
 MemoryType = Literal["correction", "preference", "decision", "project", "observation", "general"]
 Content = Annotated[str, Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
+Version = Annotated[int, Meta(ge=1, le=2**31 - 1)]
+# What a keyed store does when the memory changed since the version its writer read
+OnConflict = Literal["reject", "overwrite", "merge"]
 Importance = Annotated[float, Meta(ge=0.0, le=1.0)]
 Tag = Annotated[str, Meta(min_length=1, max_length=MAX_TAG_CHARS)]
 Tags = Annotated[list[Tag], Meta(max_length=MAX_TAGS)]
@@ -64,6 +67,12 @@ class StoreIn(StrictStruct):
     # When the memory's event happened (ISO 8601); read off the content when not given, and
     # moved by a relative date in it ("yesterday"): app/memory/dates.py
     occurred_at: str | None = None
+    # Team memory (README, "Team memory"): a stable name in the namespace; a store with a key
+    # the namespace holds updates that memory (a new version) instead of adding one
+    key: Name | None = None
+    # the version the writer read; another one stored since is a conflict, met by on_conflict
+    expected_version: Version | None = None
+    on_conflict: OnConflict | None = None
 
 
 class StoreBatchIn(StrictStruct):
@@ -82,6 +91,8 @@ class UpdateIn(StrictStruct):
     tags: Tags | None = None
     session_id: OptionalName | None = None
     agent_id: OptionalName | None = None
+    # the version the writer read (or the If-Match header): another one is a 412
+    expected_version: Version | None = None
 
 
 class BatchUpdateItem(UpdateIn, kw_only=True):
@@ -283,6 +294,8 @@ class Memory(Struct, kw_only=True):
     # when the memory's event happened, and when it was said (app/memory/dates.py); both or none
     occurred_at: str | UnsetType = UNSET
     mentioned_at: str | UnsetType = UNSET
+    key: str | UnsetType = UNSET  # its stable name in the namespace, when it has one
+    version: int = 1  # 1 when stored, + 1 for every change since
 
 
 class RecalledMemory(Struct, kw_only=True):
@@ -463,6 +476,8 @@ def memory_fields(row: Any) -> dict[str, Any]:
         "immutable": bool(row["immutable"]),
         "tags": tags_of(row),
         **event_time_fields(row),
+        "key": absent_if_none(row.get("key")),
+        "version": int(row.get("version") or 1),
     }
 
 

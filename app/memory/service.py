@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,10 +19,19 @@ import msgspec
 import numpy as np
 
 from app.ai.embedders import Embedder
+from app.ai.facts import FactModel, FactModelError
+from app.ai.heuristics import HeuristicFactModel
 from app.ai.rerank import Reranker, RerankUnavailable
 from app.db import repository as db
 from app.history import service as history
-from app.kit.errors import InvalidInput, MemoryImmutable, MemoryNotDeleted, MemoryNotFound
+from app.kit.errors import (
+    InvalidInput,
+    KeyTaken,
+    MemoryImmutable,
+    MemoryNotDeleted,
+    MemoryNotFound,
+    VersionConflict,
+)
 from app.kit.schemas import nfc_names, parse_time
 from app.memory import repository as repo
 from app.memory.dates import EventTime, asks_when, event_time, query_window
@@ -97,7 +107,9 @@ class UpdateOutcome:
     """One item of a batch update: applied, or refused with the error that says why."""
 
     memory_id: str
-    error: InvalidInput | MemoryNotFound | MemoryImmutable | None = None
+    error: InvalidInput | MemoryNotFound | MemoryImmutable | VersionConflict | KeyTaken | None = (
+        None
+    )
 
     @property
     def updated(self) -> bool:
@@ -199,7 +211,40 @@ def prepare_store(item: StoreIn, now: datetime, field: str = "") -> MemoryFields
         pinned=bool(item.pinned),
         immutable=bool(item.immutable),
         **_event_fields(item, now, field),
+        key=_checked_key(item.key, field),
     )
+
+
+def _stored_over(fields: MemoryFields, item: StoreIn) -> dict[str, Any]:
+    """The columns a keyed store sets on the memory it updates, beside the content: what it
+    says (its metadata and tags, importance, type, ids, pinning), and its expiry, kept or
+    cleared as it says (a store describes the memory as it now is)."""
+    changes: dict[str, Any] = {"expires_at": fields.expires_at}
+    if item.metadata is not None or item.tags is not None:
+        changes["metadata"] = fields.metadata
+    for column in ("importance", "memory_type", "session_id", "agent_id", "pinned", "immutable"):
+        if getattr(item, column) is not None:
+            changes[column] = getattr(fields, column)
+    return changes
+
+
+def version_in(if_match: str) -> int | None:
+    """The version an If-Match names: `3`, `"3"` or `W/"3"`; `*` names none (any version)."""
+    raw = if_match.strip().removeprefix("W/").strip('"')
+    if raw == "*":
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) < 2**31:
+        raise InvalidInput("If-Match must name a version: 1 or more", {"field": "If-Match"})
+    return int(raw)
+
+
+def _checked_key(key: str | None, field: str = "") -> str | None:
+    """A store's key in NFC (as names are compared), refused when blank."""
+    if key is None:
+        return None
+    if not key.strip():
+        raise InvalidInput(f"{field}key must not be blank", {"field": f"{field}key"})
+    return unicodedata.normalize("NFC", key)
 
 
 def _event_fields(item: StoreIn, now: datetime, field: str) -> dict[str, datetime | None]:
@@ -283,8 +328,11 @@ class MemoryService:
         event_time_boost: bool = True,
         rerank: Rerank | None = None,
         speaker_boost: bool = True,
+        fact_model: FactModel | None = None,
     ) -> None:
         self.embedder = embedder
+        # merges two versions of a keyed memory (on_conflict "merge"): the LLM when configured
+        self.fact_model = fact_model or HeuristicFactModel()
         self.access_boost = access_boost  # the contract's; see scoring.py for the option
         # MemoClaw's accounting (every recalled memory counts as accessed); off: only uses count
         self.recall_counts_access = recall_counts_access
@@ -302,10 +350,69 @@ class MemoryService:
         self, conn: asyncpg.Connection, wallet: str, item: StoreIn
     ) -> tuple[StoreOutcome, int]:
         prepared = prepare_store(item, now_utc())
+        if prepared.key is not None:
+            return await self.upsert_by_key(conn, wallet, prepared, item)
         embedded = await self.embedder.embed([prepared.content])
         [outcome] = await self._store_deduplicated(conn, wallet, [prepared], embedded.vectors)
         await history.record(conn, wallet, [store_history(outcome, "create")])
         return outcome, embedded.tokens
+
+    async def upsert_by_key(
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        fields: MemoryFields,
+        item: StoreIn,
+        action: history.Action = "create",
+    ) -> tuple[StoreOutcome, int]:
+        """A keyed store: the memory holding the key in its namespace, as a new version, or a
+        new memory at version 1 (no dedup: the key says which memory it is). Stores of one key
+        take turns until commit, so none is lost; a writer that names the version it read meets
+        a newer one as its `on_conflict` says."""
+        assert fields.key is not None
+        await repo.lock_key(conn, wallet, fields.namespace, fields.key)
+        current = await repo.holding_key(conn, wallet, fields.namespace, fields.key, True)
+        if current is None:
+            embedded = await self.embedder.embed([fields.content])
+            new = self.new_memory(wallet, fields, embedded.vectors[0])
+            [row] = await repo.insert_many(conn, [new])
+            await history.record(conn, wallet, [history.created(row, action)])
+            return StoreOutcome(row, False), embedded.tokens
+        if current["immutable"]:
+            raise MemoryImmutable(current["id"], "changed")
+        content, tokens, merged = await self._content_for(current, fields.content, item)
+        embedded = await self.embedder.embed([content])
+        changes = self.content_columns(content, embedded.vectors[0]) | _stored_over(fields, item)
+        after = await repo.update(conn, wallet, current["id"], changes)
+        change = history.versioned(current, after)
+        if merged:
+            change.changes["merged"] = {"stored": current["content"], "sent": fields.content}
+        await history.record(conn, wallet, [change])
+        return StoreOutcome(after, False), tokens + embedded.tokens
+
+    async def _content_for(
+        self, current: asyncpg.Record, sent: str, item: StoreIn
+    ) -> tuple[str, int, bool]:
+        """What a keyed store writes over `current`: what it sent, unless it read an older
+        version: then a 412 (reject, the default), what it sent (overwrite), or both merged
+        (merge) -> (content, tokens, merged)."""
+        expected = item.expected_version
+        if expected is None or expected == current["version"]:
+            return sent, 0, False
+        if (item.on_conflict or "reject") == "reject":
+            raise VersionConflict(current["id"], expected, current["version"])
+        if item.on_conflict == "overwrite":
+            return sent, 0, False
+        return (*await self._merged([current["content"], sent]), True)
+
+    async def _merged(self, contents: list[str]) -> tuple[str, int]:
+        """Two versions as one: the LLM's merge, or the offline one when it fails or is not
+        configured."""
+        try:
+            return await self.fact_model.merge(contents)
+        except FactModelError as exc:
+            log.warning("merging offline: %s", exc)
+            return await HeuristicFactModel().merge(contents)
 
     async def store_batch(
         self,
@@ -320,6 +427,10 @@ class MemoryService:
         without `exact_dedup` (and `near_dedup`) every item becomes a new memory."""
         now = now_utc()
         prepared = [prepare_store(item, now, f"memories[{i}].") for i, item in enumerate(items)]
+        if any(p.key is not None for p in prepared):
+            return await self._store_batch_with_keys(
+                conn, wallet, items, prepared, near_dedup, history_action, exact_dedup
+            )
         embedded = await self.embedder.embed([p.content for p in prepared])
         if exact_dedup:
             outcomes = await self._store_deduplicated(
@@ -334,6 +445,36 @@ class MemoryService:
         # one statement for the whole batch's history
         await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
         return outcomes, embedded.tokens
+
+    async def _store_batch_with_keys(
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        items: list[StoreIn],
+        prepared: list[MemoryFields],
+        near_dedup: bool,
+        history_action: history.Action,
+        exact_dedup: bool,
+    ) -> tuple[list[StoreOutcome], int]:
+        """A batch holding keyed items: each keyed one upserted in turn (as a keyed store), the
+        others stored together as a batch is; outcomes in the items' order."""
+        outcomes: list[StoreOutcome | None] = [None] * len(items)
+        tokens = 0
+        for i, (item, fields) in enumerate(zip(items, prepared, strict=True)):
+            if fields.key is not None:
+                outcomes[i], used = await self.upsert_by_key(
+                    conn, wallet, fields, item, history_action
+                )
+                tokens += used
+        plain = [i for i, fields in enumerate(prepared) if fields.key is None]
+        if plain:
+            stored, used = await self.store_batch(
+                conn, wallet, [items[i] for i in plain], near_dedup, history_action, exact_dedup
+            )
+            tokens += used
+            for i, outcome in zip(plain, stored, strict=True):
+                outcomes[i] = outcome
+        return [o for o in outcomes if o is not None], tokens
 
     async def create_without_dedup(
         self,
@@ -432,6 +573,15 @@ class MemoryService:
             raise MemoryNotFound(memory_id)
         return rows[0]
 
+    async def by_key(
+        self, conn: asyncpg.Connection, wallet: str, namespace: str, key: str
+    ) -> asyncpg.Record:
+        """The live memory named `key` in the namespace (reading it by key counts no access)."""
+        row = await repo.holding_key(conn, wallet, namespace, unicodedata.normalize("NFC", key))
+        if row is None or (row["expires_at"] is not None and row["expires_at"] <= now_utc()):
+            raise MemoryNotFound(f"with key {key!r} in namespace {namespace!r}")
+        return row
+
     async def use(
         self, conn: asyncpg.Connection, wallet: str, memory_id: str
     ) -> tuple[asyncpg.Record, bool]:
@@ -492,7 +642,12 @@ class MemoryService:
         rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)], for_update=True)
         if not rows:
             raise MemoryNotFound(memory_id)
+        expected = patch.expected_version
+        if expected is not None and expected != rows[0]["version"]:
+            raise VersionConflict(rows[0]["id"], expected, rows[0]["version"])
         changes, new_content = self.changes_for(rows[0], patch, now_utc())
+        if "namespace" in changes:
+            await self._key_free(conn, wallet, rows[0], changes["namespace"])
         tokens = 0
         if new_content is not None:
             embedded = await self.embedder.embed([new_content])
@@ -516,7 +671,13 @@ class MemoryService:
                 tokens += used
                 changes.append(history.updated(before, after))
                 results.append(UpdateOutcome(memory_id))
-            except (MemoryNotFound, MemoryImmutable, InvalidInput) as exc:
+            except (
+                MemoryNotFound,
+                MemoryImmutable,
+                InvalidInput,
+                VersionConflict,
+                KeyTaken,
+            ) as exc:
                 results.append(UpdateOutcome(memory_id, exc))
         # the items that applied, in one statement (a failed item's savepoint left nothing)
         await history.record(conn, wallet, changes)
@@ -586,9 +747,23 @@ class MemoryService:
             raise MemoryNotFound(memory_id)
         if row["deleted_at"] is None:
             raise MemoryNotDeleted(memory_id)
+        await self._key_free(conn, wallet, row, row["namespace"])
         restored = await repo.restore(conn, wallet, row["id"])
         await history.record(conn, wallet, [history.restored(row["id"])])
         return restored
+
+    async def _key_free(
+        self, conn: asyncpg.Connection, wallet: str, memory: asyncpg.Record, namespace: str
+    ) -> None:
+        """A keyed memory may go live in `namespace` (moved there, or restored) only if no other
+        memory holds its key there; the key's lock keeps it so until commit."""
+        key = memory["key"]
+        if key is None:
+            return
+        await repo.lock_key(conn, wallet, namespace, key)
+        holder = await repo.holding_key(conn, wallet, namespace, key)
+        if holder is not None and holder["id"] != memory["id"]:
+            raise KeyTaken(key, namespace)
 
     async def delete_many(
         self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]

@@ -12,6 +12,7 @@ from litestar.params import FromQuery, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.openapi import IMMUTABLE_MEMORY, VERSION_CONFLICT, error_responses
 from app.api.params import Conn, MaybeWalletRequest, WalletRequest
 from app.api.ratelimit import limited
 from app.api.transaction import request_transaction
@@ -104,6 +105,7 @@ class TransferController(Controller):
         request_max_body_size=IMPORT_MAX_BODY_BYTES,
         opt=limited(IMPORTS_PER_MINUTE),
         dependencies={"import_turn": Provide(provide_import_turn)},
+        responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
     )
     async def import_memories(
         self,

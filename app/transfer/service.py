@@ -286,16 +286,24 @@ class TransferService:
             conn, wallet, {(p.fields.namespace, p.content_hash) for p in prepared if p is not None}
         )
         new: list[PreparedImport] = []
-        for p in prepared:
+        keyed: list[tuple[PreparedImport, ImportItem]] = []  # live and keyed: upserts
+        for item, p in zip(items, prepared, strict=True):
             if p is None:
                 continue
             key = (p.fields.namespace, p.content_hash, p.kept.deleted_at is None)
             if key not in held:
                 held.add(key)  # a later copy within this import is skipped too
-                new.append(p)
+                if p.fields.key is not None and p.kept.deleted_at is None:
+                    keyed.append((p, item))
+                else:
+                    new.append(p)
         await pacer.rest()
         await self._embed_and_insert(conn, wallet, new, pacer)
-        return ImportReport(imported=len(new), skipped=len(items) - len(new))
+        for p, item in keyed:  # a key the wallet holds: a new version of that memory
+            await self.memories.upsert_by_key(conn, wallet, p.fields, item, "import")
+            await pacer.rest()
+        imported = len(new) + len(keyed)
+        return ImportReport(imported=imported, skipped=len(items) - imported)
 
     async def _embed_and_insert(
         self, conn: asyncpg.Connection, wallet: str, memories: list[PreparedImport], pacer: Pacer
