@@ -105,6 +105,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         second_round=recall.second_round,
         event_time_boost=recall.event_time,
         speaker_boost=recall.speaker,
+        fact_model=fact_model,
+        merge_namespaces=settings.limits.merge_namespaces,
         rerank=Rerank(reranker, recall.rerank, recall.rerank_candidates),
     )
     shared = build_shared_store(settings.database.redis_url)

@@ -191,6 +191,9 @@ class LimitsSettings(SettingsGroup):
     # overall limit. Routes' own limits (`limited(n)` in the handler's opt) apply regardless.
     rate_limit_per_minute: int = env("ENGRAM_RATE_LIMIT_PER_MINUTE", OVERALL_PER_MINUTE, integer)
     max_body_bytes: int = 64 * 1024  # not read from the environment
+    # Namespaces where a keyed store that read an older version merges by default (on_conflict
+    # "merge" instead of "reject"): the server resolves its writers' conflicts itself
+    merge_namespaces: tuple[str, ...] = env("ENGRAM_MERGE_NAMESPACES", (), comma_list)
 
 
 @dataclass(frozen=True)

@@ -329,10 +329,13 @@ class MemoryService:
         rerank: Rerank | None = None,
         speaker_boost: bool = True,
         fact_model: FactModel | None = None,
+        merge_namespaces: Sequence[str] = (),
     ) -> None:
         self.embedder = embedder
         # merges two versions of a keyed memory (on_conflict "merge"): the LLM when configured
         self.fact_model = fact_model or HeuristicFactModel()
+        # where a stale keyed store merges unless it says otherwise (ENGRAM_MERGE_NAMESPACES)
+        self.merge_namespaces = frozenset(merge_namespaces)
         self.access_boost = access_boost  # the contract's; see scoring.py for the option
         # MemoClaw's accounting (every recalled memory counts as accessed); off: only uses count
         self.recall_counts_access = recall_counts_access
@@ -395,13 +398,15 @@ class MemoryService:
     ) -> tuple[str, int, bool]:
         """What a keyed store writes over `current`: what it sent, unless it read an older
         version: then a 412 (reject, the default), what it sent (overwrite), or both merged
-        (merge) -> (content, tokens, merged)."""
+        (merge; the default in ENGRAM_MERGE_NAMESPACES) -> (content, tokens, merged)."""
         expected = item.expected_version
         if expected is None or expected == current["version"]:
             return sent, 0, False
-        if (item.on_conflict or "reject") == "reject":
+        default = "merge" if current["namespace"] in self.merge_namespaces else "reject"
+        mode = item.on_conflict or default
+        if mode == "reject":
             raise VersionConflict(current["id"], expected, current["version"])
-        if item.on_conflict == "overwrite":
+        if mode == "overwrite":
             return sent, 0, False
         return (*await self._merged([current["content"], sent]), True)
 

@@ -18,6 +18,7 @@ from app.config import LOCAL_EMBED_DIMS
 from app.db.schema import alembic_config, upgrade_to_head
 from tests.support.api import auth, store_memory
 from tests.support.db import create_database
+from tests.support.openai_wire import OpenAICompatibleServer
 
 KEY = "tikv/compaction-tuning"
 
@@ -235,3 +236,30 @@ async def test_a_key_stays_with_one_live_memory_per_namespace(client: AsyncTestC
     r = await client.patch(f"/v1/memories/{here['id']}", json={"namespace": "staging"},
                            headers=auth(wallet))  # fmt: skip
     assert r.status_code == 200 and r.json()["namespace"] == "staging"
+
+
+async def test_merge_is_the_default_where_the_operator_says_and_the_llm_merges(make_app) -> None:
+    """ENGRAM_MERGE_NAMESPACES makes merge the default there; with an LLM configured, the LLM
+    merges (the local OpenAI-wire server joins the two contents)."""
+    wallet = Account.create()
+    with OpenAICompatibleServer() as llm:
+        app = make_app(limits={"merge_namespaces": ("team",)}, llm={"base_url": llm.base_url})
+        async with AsyncTestClient(app=app) as client:
+            for namespace in ("team", "default"):
+                await store_memory(client, wallet, "Deploys go out on Tuesdays.", key="deploys",
+                                   namespace=namespace)  # fmt: skip
+                await store_memory(client, wallet, "Deploys go out on Thursdays.", key="deploys",
+                                   namespace=namespace)  # fmt: skip
+            stale = {"content": "Deploys need a second approver.", "key": "deploys",
+                     "expected_version": 1}  # fmt: skip
+            r = await client.post("/v1/store", json={**stale, "namespace": "team"},
+                                  headers=auth(wallet))  # fmt: skip
+            assert r.status_code == 201, r.text
+            assert r.json()["memory"]["content"] == (
+                "Deploys go out on Thursdays. Deploys need a second approver.")  # fmt: skip
+            r = await client.post("/v1/store", json={**stale, "namespace": "default"},
+                                  headers=auth(wallet))  # fmt: skip
+            assert r.status_code == 412
+    merges = [b for b in llm.chat_requests
+              if b["response_format"]["json_schema"]["name"] == "engram_merge_memories"]  # fmt: skip
+    assert len(merges) == 1
