@@ -38,6 +38,8 @@ from app.context.controller import ContextController
 from app.context.service import ContextService
 from app.db.pool import asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_embedding_model, check_pgvector
+from app.grants.controller import GrantController, only_where_grants_reach
+from app.grants.service import GrantService
 from app.history.controller import HistoryController
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
@@ -160,6 +162,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         "suggested_service": SuggestedService(),
         "pinned_service": PinnedService(memories),
         "tags_service": TagService(),
+        "grants_service": GrantService(),
         "free_tier": free_tier,
         "sessions": sessions,
         "wallet_verifier": wallet_verifier,
@@ -192,8 +195,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             PaymentsController,
             RelationController,
             TransferController,
+            GrantController,
             mcp.route,
         ],
+        guards=[only_where_grants_reach],
         dependencies={
             "conn": Provide(provide_transaction),
             **{name: _from_state(name) for name in provided},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
@@ -10,6 +11,8 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.params import Conn, WalletRequest
 from app.context.schemas import ContextAnswer, ContextIn
 from app.context.service import ContextService, neutralise
+from app.grants.controller import acts_for_owner, reached
+from app.grants.service import GrantService
 from app.memory.schemas import recalled_to_wire
 from app.payments import prices
 from app.payments.prices import paid
@@ -19,15 +22,19 @@ class ContextController(Controller):
     path = "/v1/context"
     tags = ["context"]
 
-    @post("/", opt=paid(prices.LLM_CALL), status_code=HTTP_200_OK)
+    @post("/", opt={**paid(prices.LLM_CALL), **acts_for_owner()}, status_code=HTTP_200_OK)
     async def context(
         self,
         request: WalletRequest,
         conn: Conn,
         context_service: NamedDependency[ContextService],
+        grants_service: NamedDependency[GrantService],
         data: JSONBody[ContextIn],
     ) -> ContextAnswer:
-        block = await context_service.build(conn, request.user, data)
+        wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "read")
+        if kept_to is not None:
+            data = msgspec.structs.replace(data, namespace=kept_to)
+        block = await context_service.build(conn, wallet, data)
         return ContextAnswer(
             context=block.context,
             memories_used=block.memories_used,

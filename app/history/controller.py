@@ -12,7 +12,7 @@ from app.api.openapi import NO_SUCH_MEMORY, error_responses
 from app.api.params import Conn, WalletRequest
 from app.history import service as history
 from app.history.schemas import HistoryEntry, MemoryHistory, Restored
-from app.kit.schemas import iso
+from app.kit.schemas import absent_if_none, iso
 from app.memory.schemas import memory_to_wire
 from app.memory.service import MemoryService, parse_memory_id
 
@@ -35,6 +35,7 @@ class HistoryController(Controller):
                     changes=history.readable(r["changes"]),
                     changed_fields=list(r["changes"]),
                     created_at=iso(r["created_at"]),
+                    actor=absent_if_none(r["actor"]),
                 )
                 for r in rows
             ]

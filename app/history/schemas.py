@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from msgspec import Struct
+from msgspec import UNSET, Struct, UnsetType
 
 from app.memory.schemas import Memory
 
@@ -20,6 +20,7 @@ class HistoryEntry(Struct):
     changes: dict[str, Any]
     changed_fields: list[str]  # MemoClaw's MCP server shows it
     created_at: str
+    actor: str | UnsetType = UNSET  # the wallet that acted, when not the owner (a grantee)
 
 
 class MemoryHistory(Struct):

@@ -16,6 +16,7 @@ No SQL here (repository.py) and no HTTP types (controller.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -46,6 +47,9 @@ FIELDS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "agent_id": lambda r: r["agent_id"],
     "expires_at": lambda r: iso(r["expires_at"]),
 }
+# The wallet acting when it is not the owner (a grantee): what history records as `actor`. Set
+# by the request that acts for an owner (each request runs in a context of its own).
+ACTOR: ContextVar[str | None] = ContextVar("engram_history_actor", default=None)
 DELETED = {"deleted": {"before": False, "after": True}}
 RESTORED = {"deleted": {"before": True, "after": False}}
 
@@ -120,6 +124,7 @@ async def record(conn: asyncpg.Connection, wallet: str, changes: Iterable[Change
         [c.memory_id for c in entries],
         [c.action for c in entries],
         [c.changes for c in entries],
+        ACTOR.get(),
     )
 
 

@@ -46,6 +46,11 @@ class PaymentRequired(ApiError):
     code = "PAYMENT_REQUIRED"
 
 
+class Forbidden(ApiError):
+    status_code = 403
+    code = "FORBIDDEN"
+
+
 class NotFound(ApiError):
     status_code = 404
     code = "NOT_FOUND"

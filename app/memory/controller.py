@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Annotated, Literal
@@ -16,6 +17,10 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, VERSION_CONFLICT, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import one_statement, relax_commit, request_transaction
+from app.grants.controller import acts_for_owner, owner_named, reached
+from app.grants.schemas import Access
+from app.grants.service import GrantService
+from app.kit.errors import Forbidden
 from app.kit.schemas import absent_if_none, iso
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
@@ -61,6 +66,7 @@ from app.payments.prices import paid
 from app.relations.schemas import linked_to_wire
 from app.relations.service import RelationService
 
+Grants = NamedDependency[GrantService]
 Memories = NamedDependency[MemoryService]
 
 
@@ -112,14 +118,22 @@ class MemoryController(Controller):
 
     @post(
         "/store",
-        opt=paid(prices.STORE),
+        opt={**paid(prices.STORE), **acts_for_owner()},
         status_code=HTTP_201_CREATED,
         responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
     )
     async def store(
-        self, request: WalletRequest, conn: Conn, memory_service: Memories, data: JSONBody[StoreIn]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        grants_service: Grants,
+        data: JSONBody[StoreIn],
     ) -> StoreAnswer:
-        outcome, tokens = await memory_service.store(conn, request.user, data)
+        wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "write")
+        if kept_to is not None:
+            data = msgspec.structs.replace(data, namespace=kept_to)
+        outcome, tokens = await memory_service.store(conn, wallet, data)
         memory = memory_to_wire(outcome.row)
         return StoreAnswer(
             id=memory.id,
@@ -152,38 +166,53 @@ class MemoryController(Controller):
             memories=[memory_to_wire(o.row) for o in outcomes],
         )
 
-    @post("/recall", opt=paid(prices.RECALL), status_code=HTTP_200_OK)
+    @post("/recall", opt={**paid(prices.RECALL), **acts_for_owner()}, status_code=HTTP_200_OK)
     async def recall(
         self,
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
         relations_service: NamedDependency[RelationService],
+        grants_service: Grants,
         data: JSONBody[RecallIn],
     ) -> RecallAnswer:
-        recalled, tokens, reranked = await memory_service.recall(conn, request.user, data)
+        wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "read")
+        if kept_to is not None:
+            data = msgspec.structs.replace(data, namespace=kept_to)
+        recalled, tokens, reranked = await memory_service.recall(conn, wallet, data)
         relax_commit(request)  # its writes are access counts (app/api/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
             # GET /v1/memories/{id}/relations's list shape, for every result in one query
             linked = await relations_service.of_memories(
-                conn, request.user, [r.row["id"] for r in recalled]
+                conn, wallet, [r.row["id"] for r in recalled]
             )
             for item, r in zip(items, recalled, strict=True):
                 item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
         return RecallAnswer(items, tokens, absent_if_none(reranked))
 
-    @get("/memories", dependencies=MEMORY_FILTER, opt=one_statement())  # page + total in one
+    @get(
+        "/memories",
+        dependencies=MEMORY_FILTER,
+        opt={**one_statement(), **acts_for_owner()},  # page + total in one (a grantee's: two)
+    )
     async def list_memories(
         self,
+        request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
+        grants_service: Grants,
         memory_filter: NamedDependency[MemoryFilter],
         limit: PageLimit = 20,
         offset: Offset = 0,
         sort: FromQuery[ListSort] = "created_at",
         order: FromQuery[SortOrder] = "desc",
     ) -> MemoryPage:
+        wallet, kept_to = await reached(
+            request, conn, grants_service, memory_filter.namespace, "read"
+        )
+        if kept_to is not None:
+            memory_filter = dataclasses.replace(memory_filter, wallet=wallet, namespace=kept_to)
         rows, total = await memory_service.list_page(
             conn, memory_filter, limit, offset, ListOrder(sort, order == "desc")
         )
@@ -227,14 +256,40 @@ class MemoryController(Controller):
     @get(
         "/memories/{memory_id:str}",
         responses=error_responses(not_found=NO_SUCH_MEMORY),
-        opt=one_statement(),  # the read and its access count in one
+        # the read and its access count in one (a grantee's: the grant and the memory first)
+        opt={**one_statement(), **acts_for_owner()},
     )
     async def get_memory(
-        self, request: WalletRequest, conn: Conn, memory_service: Memories, memory_id: FromPath[str]
+        self,
+        request: WalletRequest,
+        conn: Conn,
+        memory_service: Memories,
+        grants_service: Grants,
+        memory_id: FromPath[str],
     ) -> Memory:
+        wallet = await self._owner_of(request, conn, memory_service, grants_service, memory_id,
+                                      "read")  # fmt: skip
         # reading a memory by id is a use: it counts as an access (app/memory/scoring.py)
-        row, _ = await memory_service.use(conn, request.user, memory_id)
+        row, _ = await memory_service.use(conn, wallet, memory_id)
         return memory_to_wire(row)
+
+    async def _owner_of(
+        self,
+        request: WalletRequest,
+        conn: asyncpg.Connection,
+        memory_service: MemoryService,
+        grants: GrantService,
+        memory_id: str,
+        need: Access,
+    ) -> str:
+        """The wallet a by-id request reaches: the caller's, or the owner it names when a grant
+        covers the memory's namespace."""
+        owner = owner_named(request)
+        if owner is None:
+            return request.user
+        row = await memory_service.get(conn, owner.lower(), memory_id)
+        wallet, _ = await reached(request, conn, grants, row["namespace"], need)
+        return wallet
 
     @get(
         "/memories/by-key/{key:path}",
@@ -279,7 +334,7 @@ class MemoryController(Controller):
 
     @patch(
         "/memories/{memory_id:str}",
-        opt=paid(prices.UPDATE),
+        opt={**paid(prices.UPDATE), **acts_for_owner()},
         responses=error_responses(
             not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT
         ),
@@ -290,6 +345,7 @@ class MemoryController(Controller):
         conn: Conn,
         memory_service: Memories,
         memory_id: FromPath[str],
+        grants_service: Grants,
         data: JSONBody[UpdateIn],
         if_match: Annotated[
             str | None,
@@ -298,7 +354,11 @@ class MemoryController(Controller):
     ) -> UpdatedMemory:
         if if_match is not None and data.expected_version is None:
             data = msgspec.structs.replace(data, expected_version=version_in(if_match))
-        row, tokens = await memory_service.update(conn, request.user, memory_id, data)
+        wallet = await self._owner_of(request, conn, memory_service, grants_service, memory_id,
+                                      "write")  # fmt: skip
+        if wallet != request.user and data.namespace is not None:
+            raise Forbidden("A grantee cannot move a memory out of the namespace it was granted")
+        row, tokens = await memory_service.update(conn, wallet, memory_id, data)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 
     # The SDK sends PATCH /memories/batch; MemoClaw's CLI sends POST /memories/batch-update.

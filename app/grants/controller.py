@@ -1,0 +1,116 @@
+"""HTTP for grants (free calls): POST /v1/grants, GET /v1/grants, DELETE /v1/grants/{id}; and
+the guard that keeps an owner named in `x-memory-owner` to the routes a grant covers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from litestar import Controller, delete, get, post
+from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
+from litestar.handlers.base import BaseRouteHandler
+from litestar.params import FromPath, JSONBody
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from app.api.openapi import error_responses
+from app.api.params import Conn, WalletRequest
+from app.grants.schemas import (
+    OWNER_HEADER,
+    Access,
+    Grant,
+    GrantIn,
+    GrantList,
+    GrantRevoked,
+    grant_to_wire,
+)
+from app.grants.service import GrantService
+from app.history import service as history
+from app.kit.errors import Forbidden
+from app.memory.schemas import DEFAULT_NAMESPACE
+
+Grants = NamedDependency[GrantService]
+# Handler opt: the route serves a grantee that names an owner (recall, list, get, store,
+# update, context); every other route refuses one (app-level guard below).
+ACTS_FOR_OWNER_OPT = "acts_for_owner"
+
+
+def acts_for_owner() -> dict[str, Any]:
+    return {ACTS_FOR_OWNER_OPT: True}
+
+
+def owner_named(request: WalletRequest) -> str | None:
+    """The owner a request names (x-memory-owner), when it is not the caller."""
+    owner = request.headers.get(OWNER_HEADER)
+    return owner if owner and owner.lower() != request.user else None
+
+
+def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
+                            handler: BaseRouteHandler) -> None:  # fmt: skip
+    """A request naming another owner reaches only the routes a grant covers: deleting a
+    namespace, managing grants, relations, history, MCP and the rest answer 403."""
+    owner = connection.headers.get(OWNER_HEADER)
+    if not owner or handler.opt.get(ACTS_FOR_OWNER_OPT):
+        return
+    caller = connection.scope.get("user")
+    if isinstance(caller, str) and owner.lower() == caller:
+        return
+    raise Forbidden(
+        "A grant covers recall, list, get, store, update and context only",
+        {"header": OWNER_HEADER},
+    )
+
+
+async def reached(
+    request: WalletRequest,
+    conn: asyncpg.Connection,
+    grants: GrantService,
+    namespace: str | None,
+    need: Access,
+) -> tuple[str, str | None]:
+    """The wallet whose memories this request reaches, and the one namespace it is kept to:
+    (the caller, None) for its own; (the owner, the namespace) for a grantee naming an owner
+    (x-memory-owner) with a live grant covering `need` there (403 otherwise). A grantee's
+    writes are recorded in history as the caller's."""
+    owner = owner_named(request)
+    if owner is None:
+        return request.user, None
+    kept_to = namespace or DEFAULT_NAMESPACE
+    wallet = await grants.acting_for(conn, request.user, owner, kept_to, need)
+    history.ACTOR.set(request.user)
+    return wallet, kept_to
+
+
+class GrantController(Controller):
+    path = "/v1/grants"
+    tags = ["grants"]
+
+    @post("", status_code=HTTP_201_CREATED)
+    async def create_grant(
+        self, request: WalletRequest, conn: Conn, grants_service: Grants, data: JSONBody[GrantIn]
+    ) -> Grant:
+        """Grant another wallet `read` or `write` on one of the caller's namespaces."""
+        return grant_to_wire(await grants_service.grant(conn, request.user, data))
+
+    @get("")
+    async def list_grants(
+        self, request: WalletRequest, conn: Conn, grants_service: Grants
+    ) -> GrantList:
+        """The caller's live grants: given and received."""
+        rows = await grants_service.of(conn, request.user)
+        return GrantList(
+            given=[grant_to_wire(r) for r in rows if r["owner"] == request.user],
+            received=[grant_to_wire(r) for r in rows if r["grantee"] == request.user],
+        )
+
+    @delete(
+        "/{grant_id:str}",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found="No live grant with this id given by the caller"),
+    )
+    async def revoke_grant(
+        self, request: WalletRequest, conn: Conn, grants_service: Grants, grant_id: FromPath[str]
+    ) -> GrantRevoked:
+        """Revoke a grant the caller gave; the grantee loses it on its next request."""
+        revoked = await grants_service.revoke(conn, request.user, grant_id)
+        return GrantRevoked(id=str(revoked), revoked=True)
