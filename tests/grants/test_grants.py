@@ -100,6 +100,7 @@ async def test_a_grant_never_widens_to_another_namespace_or_route(client, team) 
     await grant(client, owner, teammate, "write")
     h = acting(teammate, owner)
     before = await owners_memories(client, owner)
+    free = (await client.get("/v1/free-tier/status", headers=auth(teammate))).json()
     refused = [
         await client.post("/v1/recall", json={"query": "salary", "namespace": "private"},
                           headers=h),
