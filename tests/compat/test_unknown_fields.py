@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from app.asgi import create_app
@@ -111,6 +112,10 @@ ROUTES: dict[tuple[str, str], tuple[Body, Body]] = {
     ("POST", "/v1/memories/core"): (
         lambda w: {"memory_id": w.b},
         lambda w: {"memory_id": 7},
+    ),
+    ("POST", "/v1/grants"): (
+        lambda w: {"grantee": Account.create().address, "namespace": "team", "access": "read"},
+        lambda w: {"grantee": Account.create().address, "namespace": "team", "access": "admin"},
     ),
     ("POST", "/v1/import"): (
         lambda w: {"format": "json", "memories": [{"content": FACTS[7], "access_count": 3}]},
