@@ -125,9 +125,10 @@ async def test_a_grant_never_widens_to_another_namespace_or_route(client, team) 
     ]  # fmt: skip
     assert all(forbidden(r) for r in refused), [(r.status_code, r.text[:80]) for r in refused]
     assert await owners_memories(client, owner) == before
-    assert (await client.get("/v1/grants", headers=auth(owner))).json()["given"][0][
-        "namespace"
-    ] == TEAM
+    given = (await client.get("/v1/grants", headers=auth(owner))).json()["given"]
+    assert [g["namespace"] for g in given] == [TEAM]
+    # a refusal costs the caller nothing
+    assert (await client.get("/v1/free-tier/status", headers=auth(teammate))).json() == free
 
 
 async def test_a_write_grant_stores_and_updates_as_the_grantee(client, team) -> None:
