@@ -11,7 +11,14 @@ import asyncpg
 import msgspec
 from litestar import Controller, HttpMethod, delete, get, patch, post, route
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
+from litestar.params import (
+    FromPath,
+    FromQuery,
+    HeaderParameter,
+    JSONBody,
+    Parameter,
+    QueryParameter,
+)
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, VERSION_CONFLICT, error_responses
@@ -349,7 +356,7 @@ class MemoryController(Controller):
         data: JSONBody[UpdateIn],
         if_match: Annotated[
             str | None,
-            Parameter(header="if-match", description="the version the writer read: 412 if not"),
+            HeaderParameter(name="if-match", description="the version the writer read: 412 if not"),
         ] = None,
     ) -> UpdatedMemory:
         if if_match is not None and data.expected_version is None:
