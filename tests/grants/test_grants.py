@@ -192,3 +192,17 @@ async def test_no_grant_no_reach(client, team) -> None:
     # naming oneself is one's own wallet
     r = await client.post("/v1/recall", json={"query": "staging"}, headers=acting(owner, owner))
     assert r.status_code == 200
+
+
+async def test_mcp_takes_no_owner(client, team) -> None:
+    """MCP's tools are not among the routes a grant covers: naming an owner there is a 403,
+    even with a write grant, and the owner's memories stay as they were."""
+    owner, teammate, _ = team
+    await grant(client, owner, teammate, "write")
+    before = await owners_memories(client, owner)
+    headers = {**acting(teammate, owner), "accept": "application/json, text/event-stream"}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "memoclaw_store", "arguments": {"content": "x", "namespace": TEAM}}}  # fmt: skip
+    for body in ({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, call):
+        assert forbidden(await client.post("/mcp", json=body, headers=headers))
+    assert await owners_memories(client, owner) == before
