@@ -14,6 +14,8 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
+from app.agents.controller import AgentController
+from app.agents.service import AgentService
 from app.ai.embedders import build_embedder
 from app.ai.fact_models import build_fact_model
 from app.ai.rerank import build_reranker
@@ -163,6 +165,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         "pinned_service": PinnedService(memories),
         "tags_service": TagService(),
         "grants_service": GrantService(),
+        "agents_service": AgentService(),
         "free_tier": free_tier,
         "sessions": sessions,
         "wallet_verifier": wallet_verifier,
@@ -196,6 +199,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             RelationController,
             TransferController,
             GrantController,
+            AgentController,
             mcp.route,
         ],
         guards=[only_where_grants_reach],

@@ -242,6 +242,37 @@ def cmd_wallet_session(args: argparse.Namespace) -> None:
     print(r.json()["token"])
 
 
+def cmd_wallet_delegate(args: argparse.Namespace) -> None:
+    """Print the body of POST /v1/agents: a delegation the owner (ENGRAM_PRIVATE_KEY) signs."""
+    import json
+    import secrets
+    from datetime import UTC, datetime, timedelta
+
+    from eth_account import Account
+
+    from app.agents.service import delegation_message, sign_delegation
+    from app.auth.siwx import origin_of
+
+    key = args.key or os.environ.get("ENGRAM_PRIVATE_KEY") or os.environ.get("MEMOCLAW_PRIVATE_KEY")
+    if not key:
+        raise SystemExit("engram wallet delegate: pass --key or set ENGRAM_PRIVATE_KEY")
+    url = args.url or os.environ.get("ENGRAM_URL") or "http://127.0.0.1:8000"
+    owner = Account.from_key(key).address.lower()
+    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    namespaces = [n for n in args.namespaces.split(",") if n] if args.namespaces else None
+    expires_at = None
+    if args.days is not None:
+        moment = datetime.now(UTC) + timedelta(days=args.days)
+        expires_at = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    nonce = secrets.token_hex(16)
+    message = delegation_message(origin_of(url), owner, args.agent, scopes, namespaces,
+                                 expires_at, nonce)  # fmt: skip
+    body = {"owner": owner, "agent": args.agent.lower(), "scopes": scopes,
+            "namespaces": namespaces, "expires_at": expires_at, "nonce": nonce,
+            "signature": sign_delegation(key, message)}  # fmt: skip
+    print(json.dumps({k: v for k, v in body.items() if v is not None}))
+
+
 def cmd_wallet_new(_: argparse.Namespace) -> None:
     from eth_account import Account
 
@@ -301,6 +332,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     session.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
     session.set_defaults(func=cmd_wallet_session)
+    delegate = wallet_sub.add_parser(
+        "delegate",
+        help="print a signed delegation (the body of POST /v1/agents) letting an agent key act"
+        " for this wallet (key from --key or the env)",
+    )
+    delegate.add_argument("--agent", required=True, help="the agent key's address")
+    delegate.add_argument("--scopes", default="read,write", help="read, write or read,write")
+    delegate.add_argument("--namespaces", default=None, help="comma-separated; default: all")
+    delegate.add_argument("--days", type=float, default=None, help="expires after; default never")
+    delegate.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
+    delegate.add_argument("--key", help="the owner's private key; default $ENGRAM_PRIVATE_KEY")
+    delegate.set_defaults(func=cmd_wallet_delegate)
     return parser
 
 

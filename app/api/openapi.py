@@ -54,6 +54,10 @@ INVALID_INPUT = (
 )
 BODY_TOO_LARGE = "The body is larger than this route accepts"
 NOT_JSON = "The body is not sent as application/json"
+OWNER_NOT_REACHED = (
+    "Another wallet named (x-memory-owner, x-wallet-owner) that no live grant or agent key lets"
+    " the caller reach here (README, 'Team memory'); nothing was changed or charged"
+)
 RATE_LIMITED = (
     "Rate limit exceeded: retry after Retry-After seconds (`details` has the limit and reset_at)"
 )
@@ -73,10 +77,11 @@ def error_responses(
     conflict: str | None = None,
     unauthorized: str | None = None,
     precondition: str | None = None,
+    forbidden: str | None = None,
 ) -> dict[int, ResponseSpec]:
     """A handler's own error answers, each described: 404 (what may not be found), 409 (what
     may conflict), 401 (on a public route that still refuses, such as sign-in)."""
-    own = {404: not_found, 409: conflict, 401: unauthorized, 412: precondition}
+    own = {404: not_found, 409: conflict, 401: unauthorized, 412: precondition, 403: forbidden}
     return {status: _error(text) for status, text in own.items() if text is not None}
 
 
@@ -87,6 +92,7 @@ def derived_responses(handler: HTTPRouteHandler) -> dict[int, ResponseSpec]:
     responses: dict[int, ResponseSpec] = {}
     if not opt.get(PUBLIC_OPT_KEY):
         responses[401] = _error(AUTH_REFUSED)
+        responses[403] = _error(OWNER_NOT_REACHED)
     if price_of(handler) is not None:
         responses[402] = _error(PAYMENT_REQUIRED, PaymentRequiredBody)
         responses[409] = _error(PAYMENT_IN_FLIGHT)

@@ -11,6 +11,7 @@ from typing import TypedDict, cast
 
 from litestar.types import Scope
 
+from app.agents.schemas import Delegation
 from app.payments.service import CapturedResponse
 
 
@@ -21,6 +22,7 @@ class RequestState(TypedDict, total=False):
     paid_response_headers: dict[str, str]  # the settlement receipt header
     settled_on_chain: str  # the transaction hash, once settled (before its ledger row commits)
     relaxed_commit: bool  # the handler's own writes are bookkeeping only (recall's counts)
+    delegation: Delegation  # an agent key acting for its owner (x-wallet-owner)
 
 
 def state_of(scope: Scope) -> RequestState:

@@ -13,6 +13,10 @@ ignored (they are not Engram's).
 
 Bearer tokens and SIGN-IN-WITH-X need the database (the wallet's token version, the nonce); a
 connection is taken for just that, before the request's own transaction.
+
+An agent key names the owner it acts for in `x-wallet-owner` (app/agents/service.py): with a
+live delegation the request's wallet is the owner's, and the delegation rides on the request
+(its scopes are kept by the routes); without one it is 403.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
+from app.agents.schemas import OWNER_HEADER
+from app.agents.service import delegation_for
+from app.api.state import state_of
 from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
@@ -38,7 +45,7 @@ BEARER_PREFIX = "bearer "
 # RFC 6750 §3: a refused bearer token says so in WWW-Authenticate.
 INVALID_TOKEN_CHALLENGE = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 EXCLUDE_OPT_KEY = "exclude_from_auth"
-IDENTITY_HEADERS = (WALLET_HEADER, "authorization", SIWX_HEADER)
+IDENTITY_HEADERS = (WALLET_HEADER, "authorization", SIWX_HEADER, OWNER_HEADER)
 
 
 class WalletAuthMiddleware(ASGIMiddleware):
@@ -87,8 +94,16 @@ class WalletAuthMiddleware(ASGIMiddleware):
                 "The identity headers name different wallets; send one",
                 headers=INVALID_TOKEN_CHALLENGE if token is not None else None,
             )
+        owner = headers.get(OWNER_HEADER)
         if wallets:
+            if owner and owner.lower() != wallets[0]:
+                return await self._acting_for(scope, wallets[0], owner)
             return wallets[0]
+        if owner:
+            raise Unauthorized(
+                f"{OWNER_HEADER} names the wallet an agent key acts for: send the agent's own"
+                " identity too (x-wallet-auth, a session token or SIGN-IN-WITH-X)"
+            )
         if price_of(scope.get("route_handler")) is not None:
             return None  # the payment gate decides: 402 with requirements
         raise Unauthorized(
@@ -97,6 +112,14 @@ class WalletAuthMiddleware(ASGIMiddleware):
             " Authorization: Bearer <token from POST /auth/session>, or SIGN-IN-WITH-X with a"
             " nonce from GET /auth/nonce)"
         )
+
+    async def _acting_for(self, scope: Scope, agent: str, owner: str) -> str:
+        """An agent key naming its owner: the owner, when a live delegation covers the agent
+        (403 otherwise); the delegation goes on the request for the routes to keep to."""
+        async with database(scope) as conn:
+            delegation = await delegation_for(conn, agent, owner)
+        state_of(scope)["delegation"] = delegation
+        return delegation.owner
 
     async def _session_wallet(self, scope: Scope, token: str) -> str:
         if self.sessions is None or not self.sessions.ready:

@@ -85,10 +85,13 @@ def check_fresh(header: SignedHeader, now: float, window_seconds: int) -> None:
         )
 
 
+def is_high_s(signature: bytes) -> bool:
+    """EIP-2: of a signature's two valid spellings (s and n - s) only the low one is canonical."""
+    return int.from_bytes(signature[32:64], "big") > SECP256K1_N // 2
+
+
 def check_low_s(header: SignedHeader) -> None:
-    """EIP-2: of a signature's two valid spellings (s and n - s) only the low one is accepted."""
-    s = int.from_bytes(header.signature[32:64], "big")
-    if s > SECP256K1_N // 2:
+    if is_high_s(header.signature):
         raise WalletAuthError(
             "Invalid x-wallet-auth signature: non-canonical (high-s); sign with a standard"
             " EIP-191 signer"

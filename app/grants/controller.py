@@ -13,8 +13,11 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.agents import service as agents
+from app.agents.schemas import OWNER_HEADER as AGENT_OWNER_HEADER
 from app.api.openapi import error_responses
 from app.api.params import Conn, WalletRequest
+from app.api.state import state_of
 from app.grants.schemas import (
     OWNER_HEADER,
     Access,
@@ -45,10 +48,25 @@ def owner_named(request: WalletRequest) -> str | None:
     return owner if owner and owner.lower() != request.user else None
 
 
+def delegated(request: WalletRequest) -> bool:
+    """Whether an agent key acts for its owner in this request (x-wallet-owner)."""
+    return state_of(request.scope).get("delegation") is not None
+
+
+def acting_agent(request: WalletRequest) -> str | None:
+    """The agent key's own address, when one acts for its owner in this request."""
+    delegation = state_of(request.scope).get("delegation")
+    return None if delegation is None else delegation.agent
+
+
 def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
                             handler: BaseRouteHandler) -> None:  # fmt: skip
     """A request naming another owner reaches only the routes a grant covers: deleting a
-    namespace, managing grants, relations, history, MCP and the rest answer 403."""
+    namespace, managing grants, relations, history, MCP and the rest answer 403. So does an
+    agent key acting for its owner (x-wallet-owner), which never uses the owner's grants."""
+    if state_of(connection.scope).get("delegation") is not None:
+        only_where_delegations_reach(connection, handler)
+        return
     owner = connection.headers.get(OWNER_HEADER)
     if not owner or handler.opt.get(ACTS_FOR_OWNER_OPT):
         return
@@ -61,6 +79,20 @@ def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
     )
 
 
+def only_where_delegations_reach(connection: ASGIConnection[Any, Any, Any, Any],
+                                 handler: BaseRouteHandler) -> None:  # fmt: skip
+    if connection.headers.get(OWNER_HEADER):
+        raise Forbidden(
+            f"An agent key acts for its owner only: send {AGENT_OWNER_HEADER} or"
+            f" {OWNER_HEADER}, not both",
+            {"header": OWNER_HEADER},
+        )
+    if not handler.opt.get(ACTS_FOR_OWNER_OPT):
+        raise Forbidden(
+            f"An agent key covers {agents.COVERED_ROUTES} only", {"header": AGENT_OWNER_HEADER}
+        )
+
+
 async def reached(
     request: WalletRequest,
     conn: asyncpg.Connection,
@@ -70,8 +102,14 @@ async def reached(
 ) -> tuple[str, str | None]:
     """The wallet whose memories this request reaches, and the one namespace it is kept to:
     (the caller, None) for its own; (the owner, the namespace) for a grantee naming an owner
-    (x-memory-owner) with a live grant covering `need` there (403 otherwise). A grantee's
-    writes are recorded in history as the caller's."""
+    (x-memory-owner) with a live grant covering `need` there (403 otherwise); (the owner, the
+    namespace or None) for an agent key whose delegation covers `need` there. A grantee's or
+    an agent's writes are recorded in history as theirs."""
+    delegation = state_of(request.scope).get("delegation")
+    if delegation is not None:
+        kept = agents.kept_to(delegation, namespace, need)
+        history.ACTOR.set(delegation.agent)
+        return request.user, kept
     owner = owner_named(request)
     if owner is None:
         return request.user, None

@@ -16,7 +16,7 @@ import asyncpg
 from app.auth.signature import ADDRESS_RE
 from app.grants import repository as repo
 from app.grants.schemas import OWNER_HEADER, Access, GrantIn
-from app.kit.errors import Forbidden, InvalidInput, NotFound
+from app.kit.errors import Forbidden, InvalidInput, NotFound, id_or_not_found
 from app.memory.schemas import parse_future_time
 
 # what each access lets a grantee do
@@ -35,10 +35,7 @@ class GrantService:
         return await repo.live_of(conn, wallet)
 
     async def revoke(self, conn: asyncpg.Connection, owner: str, raw_id: str) -> UUID:
-        try:
-            grant_id = UUID(raw_id)
-        except ValueError:
-            raise NotFound(f"Grant {raw_id} not found") from None
+        grant_id = id_or_not_found(raw_id, "Grant")
         if not await repo.revoke(conn, owner, grant_id):
             raise NotFound(f"Grant {raw_id} not found")
         return grant_id

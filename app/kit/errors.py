@@ -9,6 +9,7 @@ error's message by hand.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from msgspec import Struct
 
@@ -197,3 +198,11 @@ class ReplayedResponse(Exception):
         self.status_code = status_code
         self.body = body
         self.headers = headers
+
+
+def id_or_not_found(raw: str, what: str) -> UUID:
+    """A path's id as a UUID; one that is no UUID names nothing: 404, like an unknown one."""
+    try:
+        return UUID(raw)
+    except ValueError:
+        raise NotFound(f"{what} {raw} not found") from None

@@ -24,10 +24,9 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, VERSION_CONFLICT, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import one_statement, relax_commit, request_transaction
-from app.grants.controller import acts_for_owner, owner_named, reached
+from app.grants.controller import acting_agent, acts_for_owner, delegated, owner_named, reached
 from app.grants.schemas import Access
 from app.grants.service import GrantService
-from app.kit.errors import Forbidden
 from app.kit.schemas import absent_if_none, iso
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
@@ -140,6 +139,8 @@ class MemoryController(Controller):
         wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "write")
         if kept_to is not None:
             data = msgspec.structs.replace(data, namespace=kept_to)
+        if data.agent_id is None and (agent := acting_agent(request)) is not None:
+            data = msgspec.structs.replace(data, agent_id=agent)
         outcome, tokens = await memory_service.store(conn, wallet, data)
         memory = memory_to_wire(outcome.row)
         return StoreAnswer(
@@ -290,30 +291,32 @@ class MemoryController(Controller):
         need: Access,
     ) -> str:
         """The wallet a by-id request reaches: the caller's, or the owner it names when a grant
-        covers the memory's namespace."""
+        (or the agent key's delegation) covers the memory's namespace."""
         owner = owner_named(request)
-        if owner is None:
+        if owner is None and not delegated(request):
             return request.user
-        row = await memory_service.get(conn, owner.lower(), memory_id)
+        row = await memory_service.get(conn, (owner or request.user).lower(), memory_id)
         wallet, _ = await reached(request, conn, grants, row["namespace"], need)
         return wallet
 
     @get(
         "/memories/by-key/{key:path}",
         responses=error_responses(not_found="No live memory holds this key in the namespace"),
-        opt=one_statement(),
+        opt={**one_statement(), **acts_for_owner()},
     )
     async def get_by_key(
         self,
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
+        grants_service: Grants,
         # a path parameter (keys may hold "/"): Litestar documents it as a URI, which it is not
         key: Annotated[Path, Parameter(schema_extra={"format": "path"})],
         namespace: FromQuery[str] = DEFAULT_NAMESPACE,
     ) -> Memory:
         """The memory a store named `key` in the namespace (keys may hold `/`)."""
-        row = await memory_service.by_key(conn, request.user, namespace, str(key).lstrip("/"))
+        wallet, kept_to = await reached(request, conn, grants_service, namespace, "read")
+        row = await memory_service.by_key(conn, wallet, kept_to or namespace, str(key).lstrip("/"))
         return memory_to_wire(row)
 
     @post(
@@ -363,8 +366,8 @@ class MemoryController(Controller):
             data = msgspec.structs.replace(data, expected_version=version_in(if_match))
         wallet = await self._owner_of(request, conn, memory_service, grants_service, memory_id,
                                       "write")  # fmt: skip
-        if wallet != request.user and data.namespace is not None:
-            raise Forbidden("A grantee cannot move a memory out of the namespace it was granted")
+        if data.namespace is not None and (wallet != request.user or delegated(request)):
+            await reached(request, conn, grants_service, data.namespace, "write")  # moved there
         row, tokens = await memory_service.update(conn, wallet, memory_id, data)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 

@@ -20,9 +20,11 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from app.asgi import create_app
+from app.auth.siwx import origin_of
 from app.config import DatabaseSettings, Settings
 from tests.support.facts import FACTS
 from tests.support.memoclaw_clients import CliClient
+from tests.support.team import signed_delegation
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}
 UNKNOWN = {"client_version": "1.9.0", "x_unknown": {"nested": [1, "two", None]}}
@@ -38,6 +40,12 @@ class Wallet:
 
 
 Body = Callable[[Wallet], Any]
+
+
+def delegation_of(w: Wallet, scopes: list[str]) -> dict[str, Any]:
+    """A delegation the wallet signs to a fresh agent key, for the server it talks to."""
+    return signed_delegation(w.client.account, Account.create(), scopes,
+                             server=origin_of(w.client.base_url))  # fmt: skip
 
 
 def _session_proof(w: Wallet) -> dict[str, Any]:
@@ -116,6 +124,10 @@ ROUTES: dict[tuple[str, str], tuple[Body, Body]] = {
     ("POST", "/v1/grants"): (
         lambda w: {"grantee": Account.create().address, "namespace": "team", "access": "read"},
         lambda w: {"grantee": Account.create().address, "namespace": "team", "access": "admin"},
+    ),
+    ("POST", "/v1/agents"): (
+        lambda w: delegation_of(w, ["read"]),
+        lambda w: {**delegation_of(w, ["read"]), "scopes": ["admin"]},
     ),
     ("POST", "/v1/import"): (
         lambda w: {"format": "json", "memories": [{"content": FACTS[7], "access_count": 3}]},

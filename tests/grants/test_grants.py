@@ -16,30 +16,25 @@ from eth_account.signers.local import LocalAccount
 from litestar.testing import AsyncTestClient
 
 from tests.support.api import auth, store_memory
+from tests.support.team import as_grantee, forbidden
+from tests.support.team import grant as team_grant
 
 TEAM = "team"
 
 
 def acting(grantee: LocalAccount, owner: LocalAccount) -> dict[str, str]:
-    return {**auth(grantee), "x-memory-owner": owner.address}
+    return as_grantee(grantee, owner)
 
 
 async def grant(client: AsyncTestClient, owner: LocalAccount, grantee: LocalAccount,
                 access: str, namespace: str = TEAM, **extra: Any) -> dict[str, Any]:  # fmt: skip
-    body = {"grantee": grantee.address, "namespace": namespace, "access": access, **extra}
-    r = await client.post("/v1/grants", json=body, headers=auth(owner))
-    assert r.status_code == 201, r.text
-    return r.json()
+    return await team_grant(client, owner, grantee, access, namespace, **extra)
 
 
 async def owners_memories(client: AsyncTestClient, owner: LocalAccount) -> dict[str, str]:
     """The owner's memories, as they stand: content by id."""
     r = await client.get("/v1/memories", params={"limit": 100}, headers=auth(owner))
     return {m["id"]: m["content"] for m in r.json()["memories"]}
-
-
-def forbidden(r: Any) -> bool:
-    return r.status_code == 403 and r.json()["error"]["code"] == "FORBIDDEN"
 
 
 @pytest.fixture

@@ -1,0 +1,70 @@
+"""HTTP for agent keys (free calls): POST /v1/agents, GET /v1/agents, DELETE /v1/agents/{id}."""
+
+from __future__ import annotations
+
+from litestar import Controller, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from app.agents.schemas import (
+    AgentKey,
+    AgentKeyList,
+    AgentKeyRevoked,
+    DelegationIn,
+    agent_key_to_wire,
+)
+from app.agents.service import AgentService
+from app.api.openapi import error_responses
+from app.api.params import Conn, WalletRequest
+from app.auth.middleware import origin_of_request
+
+Agents = NamedDependency[AgentService]
+
+
+class AgentController(Controller):
+    path = "/v1/agents"
+    tags = ["agents"]
+
+    @post(
+        "",
+        status_code=HTTP_201_CREATED,
+        responses=error_responses(
+            conflict="The delegation's nonce was registered before",
+            forbidden="The caller is neither the delegation's owner nor its agent",
+        ),
+    )
+    async def register_agent(
+        self, request: WalletRequest, conn: Conn, agents_service: Agents,
+        data: JSONBody[DelegationIn],
+    ) -> AgentKey:  # fmt: skip
+        """Register a delegation the owner signed (the owner or the agent calls): the agent
+        then acts for the owner within its scopes. It replaces the owner's earlier one to the
+        same agent."""
+        server = origin_of_request(request.scope, request.app.state.settings.server.public_url)
+        return agent_key_to_wire(await agents_service.register(conn, request.user, server, data))
+
+    @get("")
+    async def list_agents(
+        self, request: WalletRequest, conn: Conn, agents_service: Agents
+    ) -> AgentKeyList:
+        """The caller's live delegations: given (as owner) and held (as agent)."""
+        rows = await agents_service.of(conn, request.user)
+        return AgentKeyList(
+            given=[agent_key_to_wire(r) for r in rows if r["owner"] == request.user],
+            held=[agent_key_to_wire(r) for r in rows if r["agent"] == request.user],
+        )
+
+    @delete(
+        "/{agent_key_id:str}",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found="No live delegation with this id given or held"),
+    )
+    async def revoke_agent(
+        self, request: WalletRequest, conn: Conn, agents_service: Agents,
+        agent_key_id: FromPath[str],
+    ) -> AgentKeyRevoked:  # fmt: skip
+        """Revoke a delegation (its owner, or the agent giving it up): it ends on the next
+        request."""
+        revoked = await agents_service.revoke(conn, request.user, agent_key_id)
+        return AgentKeyRevoked(id=str(revoked), revoked=True)

@@ -1,0 +1,79 @@
+"""Delegations on the wire: an owner lets an agent key act for it, within scopes.
+
+The owner signs the delegation's message (EIP-191 personal_sign of `delegation_message`); anyone
+holding it (the owner or the agent) registers it with `POST /v1/agents`. The agent then signs
+its own identity (x-wallet-auth, a session token or SIGN-IN-WITH-X) and names the owner in an
+`x-wallet-owner` header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from app.auth.signature import ADDRESS_RE, SIGNATURE_RE
+from app.kit.schemas import Name, StrictStruct, absent_if_none, iso
+
+Scope = Literal["read", "write"]
+Address = Annotated[str, Meta(pattern=ADDRESS_RE.pattern)]
+# A delegation's nonce: the owner's choice, once per owner (a registered one is never taken again)
+Nonce = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{8,128}$")]
+Signature = Annotated[str, Meta(pattern=SIGNATURE_RE.pattern)]
+# The header an agent names the owner it acts for (README, "Team memory")
+OWNER_HEADER = "x-wallet-owner"
+MAX_NAMESPACES = 100
+
+
+class DelegationIn(StrictStruct):
+    owner: Address
+    agent: Address
+    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=2)]
+    nonce: Nonce
+    signature: Signature
+    # none: every namespace of the owner
+    namespaces: Annotated[list[Name], Meta(min_length=1, max_length=MAX_NAMESPACES)] | None = None
+    expires_at: str | None = None  # ISO 8601, in the future; none: until revoked
+
+
+class AgentKey(Struct, kw_only=True):
+    id: str
+    owner: str
+    agent: str
+    scopes: list[Scope]
+    created_at: str
+    namespaces: list[str] | UnsetType = UNSET  # absent: every namespace
+    expires_at: str | UnsetType = UNSET
+
+
+class AgentKeyList(Struct):
+    given: list[AgentKey]  # by the caller as owner, live ones
+    held: list[AgentKey]  # to the caller as agent, live ones
+
+
+class AgentKeyRevoked(Struct):
+    id: str
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """A live delegation a request acts under: the agent calling and what it may do."""
+
+    agent: str
+    owner: str
+    scopes: frozenset[str]
+    namespaces: tuple[str, ...] | None  # None: every namespace
+
+
+def agent_key_to_wire(row: Any) -> AgentKey:
+    return AgentKey(
+        id=str(row["id"]),
+        owner=row["owner"],
+        agent=row["agent"],
+        scopes=list(row["scopes"]),
+        created_at=iso(row["created_at"]),
+        namespaces=absent_if_none(None if row["namespaces"] is None else list(row["namespaces"])),
+        expires_at=absent_if_none(iso(row["expires_at"])),
+    )

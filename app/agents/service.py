@@ -1,0 +1,175 @@
+"""Agent keys that act for a wallet (delegations). An owner signs a delegation, naming the agent's
+address, its scopes (`read`, `write`: which reads too), the namespaces (all when none) and an
+expiry; the owner or the agent registers it. The agent then calls with its own identity and names
+the owner (x-wallet-owner): the request acts as the owner (its memories, its free tier) within
+the scopes, and history records the agent.
+
+Replay: the signed message names the server and a nonce that registers once, so a delegation
+cannot be registered again (after its revocation, say) nor on another server. The owner header
+itself is not signed: it only chooses among the delegations the calling agent holds, looked up
+on every request, so a replayed agent header can do no more than the agent could; an agent that
+wants replay-proof calls signs in with SIGN-IN-WITH-X.
+
+No HTTP types here (controller.py, app/auth/middleware.py); no SQL (repository.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from uuid import UUID
+
+import asyncpg
+from eth_account import Account
+from eth_account.messages import encode_defunct
+
+from app.agents import repository as repo
+from app.agents.schemas import OWNER_HEADER, Delegation, DelegationIn
+from app.auth.signature import ADDRESS_RE, is_high_s
+from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
+from app.kit.errors import Conflict, Forbidden, InvalidInput, NotFound, id_or_not_found
+from app.memory.schemas import DEFAULT_NAMESPACE, parse_future_time
+
+TITLE = "Engram agent delegation"
+COVERED_ROUTES = "recall, list, get, store, update and context"
+
+
+def delegation_message(
+    server: str,
+    owner: str,
+    agent: str,
+    scopes: Sequence[str],
+    namespaces: Sequence[str] | None,
+    expires_at: str | None,
+    nonce: str,
+) -> str:
+    """The text an owner signs (EIP-191 personal_sign). Addresses lower-case; lists and the
+    expiry as JSON, so no two different delegations read alike."""
+    return "\n".join((
+        TITLE,
+        f"Server: {server}",
+        f"Owner: {owner.lower()}",
+        f"Agent: {agent.lower()}",
+        f"Scopes: {json.dumps(list(scopes))}",
+        f"Namespaces: {json.dumps(None if namespaces is None else list(namespaces))}",
+        f"Expires: {json.dumps(expires_at)}",
+        f"Nonce: {nonce}",
+    ))  # fmt: skip
+
+
+def sign_delegation(private_key: str, message: str) -> str:
+    """The owner's signature of a delegation (used by `engram wallet delegate` and tests)."""
+    signed = Account.from_key(private_key).sign_message(encode_defunct(text=message))
+    hex_signature: str = signed.signature.hex()
+    return "0x" + hex_signature.removeprefix("0x")
+
+
+def signer_of(message: str, signature: str) -> str | None:
+    """The lower-cased address that signed `message`, or None for a signature that cannot be
+    recovered or is the non-canonical (high-s) twin of one."""
+    raw = bytes.fromhex(signature.removeprefix("0x"))
+    if is_high_s(raw):
+        return None
+    try:
+        signer: str = Account.recover_message(encode_defunct(text=message), signature=raw)
+    except Exception:  # eth-keys raises several types for unrecoverable signatures
+        return None
+    return signer.lower()
+
+
+def check_caller_is_party(caller: str, owner: str, agent: str) -> None:
+    if caller not in (owner, agent):
+        raise Forbidden("Only the owner or the agent of a delegation registers it")
+
+
+def check_distinct(values: Sequence[str], field: str) -> None:
+    if len(set(values)) != len(values):
+        raise InvalidInput(f"{field} lists a value twice", {"field": field})
+
+
+def check_signed_by_owner(message: str, signature: str, owner: str, server: str) -> None:
+    if signer_of(message, signature) != owner:
+        raise InvalidInput(
+            "signature is not the owner's over this delegation's message (README, 'Agent keys';"
+            f" its Server line here is {server})",
+            {"field": "signature"},
+        )
+
+
+class AgentService:
+    async def register(
+        self, conn: asyncpg.Connection, caller: str, server: str, req: DelegationIn
+    ) -> asyncpg.Record:
+        owner, agent = req.owner.lower(), req.agent.lower()
+        check_caller_is_party(caller, owner, agent)
+        if owner == agent:
+            raise InvalidInput("a wallet cannot delegate to itself", {"field": "agent"})
+        check_distinct(req.scopes, "scopes")
+        if req.namespaces is not None:
+            check_distinct(req.namespaces, "namespaces")
+        expires_at = parse_future_time(req.expires_at, "expires_at", datetime.now(UTC))
+        message = delegation_message(
+            server, owner, agent, req.scopes, req.namespaces, req.expires_at, req.nonce
+        )
+        check_signed_by_owner(message, req.signature, owner, server)
+        await repo.supersede(conn, owner, agent)
+        try:
+            row = await repo.insert(conn, owner, agent, req.scopes, req.namespaces, expires_at,
+                                    req.nonce, req.signature)  # fmt: skip
+        except asyncpg.UniqueViolationError:  # another registration for the agent committed first
+            raise Conflict(
+                "Another delegation to this agent was registered at the same time; send it again"
+            ) from None
+        if row is None:
+            raise Conflict(
+                "This delegation's nonce was registered before: the owner signs a new one",
+                {"field": "nonce"},
+            )
+        return row
+
+    async def of(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
+        return await repo.live_of(conn, wallet)
+
+    async def revoke(self, conn: asyncpg.Connection, wallet: str, raw_id: str) -> UUID:
+        delegation_id = id_or_not_found(raw_id, "Agent key")
+        if not await repo.revoke(conn, wallet, delegation_id):
+            raise NotFound(f"Agent key {raw_id} not found")
+        return delegation_id
+
+
+async def delegation_for(conn: asyncpg.Connection, agent: str, owner: str) -> Delegation:
+    """The live delegation that lets `agent` act for `owner`; 403 when there is none (never
+    given, revoked, expired, or given by another owner)."""
+    if not ADDRESS_RE.match(owner):
+        raise InvalidInput(f"{OWNER_HEADER} must be a wallet address", {"header": OWNER_HEADER})
+    owner = owner.lower()
+    row = await repo.live_one(conn, owner, agent)
+    if row is None:
+        raise Forbidden(
+            f"No live delegation of {owner} to this agent", {"owner": owner, "agent": agent}
+        )
+    namespaces = row["namespaces"]
+    return Delegation(
+        agent=agent,
+        owner=owner,
+        scopes=frozenset(row["scopes"]),
+        namespaces=None if namespaces is None else tuple(namespaces),
+    )
+
+
+def kept_to(delegation: Delegation, namespace: str | None, need: str) -> str | None:
+    """The namespace a delegated request is kept to (None: any of the owner's), once the
+    delegation covers `need` there; 403 otherwise."""
+    if not delegation.scopes & COVERS[need]:
+        raise Forbidden(
+            f"This agent key may not {need}", {"owner": delegation.owner, "access": need}
+        )
+    if delegation.namespaces is None:
+        return None
+    asked = namespace or DEFAULT_NAMESPACE
+    if asked not in delegation.namespaces:
+        raise Forbidden(
+            f"This agent key does not reach namespace {asked!r}",
+            {"owner": delegation.owner, "namespace": asked},
+        )
+    return asked
