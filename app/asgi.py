@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -16,14 +17,15 @@ from litestar.openapi import OpenAPIConfig
 
 from app.agents.controller import AgentController
 from app.agents.service import AgentService
-from app.ai.embedders import build_embedder
+from app.ai.embedders import build_embedder, warm
 from app.ai.fact_models import build_fact_model
 from app.ai.rerank import build_reranker
 from app.api.body import BoundedRequest, check_query_string, restore_recursion_limit
 from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.headers import add_response_headers
-from app.api.health import health
+from app.api.health import health, ready
+from app.api.observe import ObserveMiddleware, metrics_endpoint
 from app.api.openapi import document_errors
 from app.api.ratelimit import RateLimitMiddleware
 from app.api.transaction import provide_transaction
@@ -38,7 +40,7 @@ from app.consolidate.controller import ConsolidateController
 from app.consolidate.service import ConsolidateService
 from app.context.controller import ContextController
 from app.context.service import ContextService
-from app.db.pool import asyncpg_dsn, create_pool
+from app.db.pool import MeteredPool, asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_embedding_model, check_pgvector
 from app.grants.controller import GrantController, only_where_grants_reach
 from app.grants.service import GrantService
@@ -144,8 +146,12 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await check_embedding_dims(conn, embedder.dims, embedder.model_name)
                 await check_embedding_model(conn, embedder.model_name)
                 await sessions.load(conn)
-            app.state.pool = pool
-            yield
+            app.state.pool = MeteredPool(pool)
+            warming = asyncio.create_task(warm(embedder))  # /ready once it is done
+            try:
+                yield
+            finally:
+                warming.cancel()
         finally:
             await pool.close()
             await shared.close()
@@ -184,6 +190,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
     config = AppConfig(
         route_handlers=[
             health,
+            ready,
+            metrics_endpoint,
             swagger_assets(),
             FreeTierController,
             SessionController,
@@ -209,6 +217,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         },
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
         middleware=[
+            ObserveMiddleware(),
             WalletAuthMiddleware(wallet_verifier, sessions, siwx, settings.server.public_url),
             RateLimitMiddleware(shared, settings.limits.rate_limit_per_minute),
         ],

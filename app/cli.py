@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -93,11 +94,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from app.asgi import create_app
+    from app.shared import logs
 
     settings = Settings.from_env()
     server = settings.server
     server = replace(server, host=args.host or server.host, port=args.port or server.port)
     settings = replace(settings, server=server)
+    logs.configure(server.log_format)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it; SIGTERM's default action
     # would kill us right there, before `database()` stops the embedded PostgreSQL. Exit instead.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -120,7 +123,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             return
         app = create_app(ready)
         host, port = ready.server.host, ready.server.port
-        uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
 
 
 # Worker processes get the parent's resolved settings (embedded database URL, dev chain) here.
@@ -141,13 +144,17 @@ def _serve_workers(settings: Settings, workers: int) -> None:
             "%d workers without ENGRAM_REDIS_URL: rate limits are counted per worker", workers
         )
     os.environ[WORKER_SETTINGS_ENV] = msgspec.json.encode(settings, enc_hook=str).decode()
+    # prometheus-client's multi-process mode: each worker writes its samples here (a fresh
+    # directory: stale files of an earlier run would be added up too), /metrics sums them
+    metrics_dir = tempfile.mkdtemp(prefix="engram-metrics-")
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", metrics_dir)
     uvicorn.run(
         "app.cli:worker_app",
         factory=True,
         workers=workers,
         host=settings.server.host,
         port=settings.server.port,
-        log_level="info",
+        log_config=None,
         access_log=False,
     )
 
@@ -157,11 +164,14 @@ def worker_app() -> Any:
     import msgspec
 
     from app.asgi import create_app
+    from app.shared import logs
 
     raw = os.environ.get(WORKER_SETTINGS_ENV)
     if not raw:
         raise SystemExit(f"engram: {WORKER_SETTINGS_ENV} is not set (start with engram serve)")
-    return create_app(msgspec.json.decode(raw, type=Settings, dec_hook=_settings_hook))
+    settings = msgspec.json.decode(raw, type=Settings, dec_hook=_settings_hook)
+    logs.configure(settings.server.log_format)  # a spawned process starts without the parent's
+    return create_app(settings)
 
 
 def _settings_hook(kind: type, value: Any) -> Any:

@@ -62,6 +62,12 @@ def int8_flag(name: str, raw: str) -> bool:
     return raw not in ("0", "false", "off")
 
 
+def log_format(name: str, raw: str) -> str:
+    if raw not in ("json", "text"):
+        raise SystemExit(f"{name} must be json or text, got {raw!r}")
+    return raw
+
+
 def path(name: str, raw: str) -> Path:
     return Path(raw)
 
@@ -161,6 +167,8 @@ class ServerSettings(SettingsGroup):
     # The origin clients reach this server at (scheme://host[:port]), which Sign-In-With-X
     # proofs must name; unset: the origin each request was sent to (its Host header).
     public_url: str | None = env("ENGRAM_PUBLIC_URL", None, text)
+    # `engram serve`'s logs: one JSON object per line (request lines: app/api/observe.py), or text
+    log_format: str = env("ENGRAM_LOG_FORMAT", "json", log_format)
 
 
 @dataclass(frozen=True)

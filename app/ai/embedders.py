@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from app.config import EmbedderSettings
+from app.shared import metrics
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -55,6 +56,19 @@ class Embedder(Protocol):
     dims: int
 
     async def embed(self, texts: Sequence[str]) -> EmbedResult: ...
+
+
+async def warm(embedder: Embedder) -> None:
+    """Load a local model now, so that no request waits for it (remote ones load nothing)."""
+    warming = getattr(embedder, "warm", None)
+    if warming is not None:
+        await warming()
+
+
+def embedder_ready(embedder: Embedder) -> bool:
+    """Whether the embedder answers without loading anything first (/ready): a local model once
+    loaded; a remote endpoint always (it is checked by its calls)."""
+    return bool(getattr(embedder, "ready", True))
 
 
 def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
@@ -125,6 +139,10 @@ class LocalMiniLMEmbedder:
     async def warm(self) -> None:
         """Load the tokenizer and model now rather than on the first request."""
         await self._in_worker(self._ensure_loaded)
+
+    @property
+    def ready(self) -> bool:
+        return self._session is not None
 
     async def embed(self, texts: Sequence[str]) -> EmbedResult:
         if not texts:
@@ -349,12 +367,19 @@ class CachedEmbedder:
         if warm is not None:
             await warm()
 
+    @property
+    def ready(self) -> bool:
+        return embedder_ready(self.inner)
+
     async def embed(self, texts: Sequence[str]) -> EmbedResult:
         found = {text: vec for text in texts if (vec := self._lookup(text)) is not None}
         # dict.fromkeys dedupes while keeping order: a text repeated in one call is embedded once.
         missing = list(dict.fromkeys(text for text in texts if text not in found))
-        self._hits += sum(1 for text in texts if text in found)
+        hits = sum(1 for text in texts if text in found)
+        self._hits += hits
         self._misses += len(missing)
+        metrics.EMBED_CACHE.labels("hit").inc(hits)
+        metrics.EMBED_CACHE.labels("miss").inc(len(missing))
         tokens = 0
         if missing:
             result = await self.inner.embed(missing)

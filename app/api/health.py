@@ -1,11 +1,15 @@
-"""GET /health: is the service able to serve (database reachable, embedder loaded)."""
+"""GET /health: is the service able to serve (database reachable, Redis when configured).
+GET /ready: a load balancer's or Kubernetes' readiness probe: the same, and the embedder loaded
+(a local model loads in the background as the app starts), each part named in the answer."""
 
 from __future__ import annotations
 
+import msgspec
 from litestar import get
 from litestar.status_codes import HTTP_200_OK
 from msgspec import Struct
 
+from app.ai.embedders import embedder_ready
 from app.api.params import MaybeWalletRequest
 from app.api.ratelimit import unlimited
 from app.auth.middleware import EXCLUDE_OPT_KEY
@@ -54,3 +58,38 @@ async def health(request: MaybeWalletRequest) -> Health:
         shared_state="redis" if state.settings.database.redis_url else "in-process",
         version=state.version,
     )
+
+
+class Readiness(Struct):
+    ready: bool
+    database: str  # ok, or why not
+    redis: str  # ok, "not configured", or why not
+    embedder: str  # ok, or "loading"
+
+
+@get("/ready", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, status_code=HTTP_200_OK, tags=["health"])
+async def ready(request: MaybeWalletRequest) -> Readiness:
+    """200 when every part is ready, else 503 with the same body (details name the parts)."""
+    state = request.app.state
+    parts = Readiness(ready=True, database="ok", redis="not configured", embedder="ok")
+    try:
+        async with state.pool.acquire(timeout=5) as conn:
+            await repository.ping(conn)
+    except Exception as exc:
+        parts.database = f"unreachable: {type(exc).__name__}"
+    if state.settings.database.redis_url:
+        try:
+            await state.shared.ping()
+            parts.redis = "ok"
+        except Exception as exc:
+            parts.redis = f"unreachable: {type(exc).__name__}"
+    if not embedder_ready(state.embedder):
+        parts.embedder = "loading"
+    parts.ready = (
+        parts.database == "ok"
+        and parts.redis in ("ok", "not configured")
+        and parts.embedder == "ok"
+    )
+    if not parts.ready:
+        raise ServiceUnavailable("Not ready", msgspec.structs.asdict(parts), RETRY)
+    return parts

@@ -35,6 +35,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.kit.contract import OVERALL_PER_MINUTE as OVERALL_PER_MINUTE
 from app.kit.errors import RateLimitExceeded
+from app.shared import metrics
 from app.shared.store import InProcessStore, SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.ratelimit")
@@ -157,6 +158,7 @@ class RateLimitMiddleware(ASGIMiddleware):
             RESET_HEADER: str(reset),
         }
         if exceeded:
+            metrics.RATE_LIMITED.labels("route" if shown.limit == route_limit else "overall").inc()
             retry_after = max(1, math.ceil(reset - now))
             raise RateLimitExceeded(
                 f"Rate limit exceeded: {shown.limit} requests per minute; retry after"

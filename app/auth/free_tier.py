@@ -24,6 +24,7 @@ import asyncpg
 from app.auth import repository
 from app.auth.schemas import FreeTierStatus
 from app.kit.memo import RecentValues
+from app.shared import metrics
 
 MEMO_SECONDS = 1.0
 MEMO_WALLETS = 10_000
@@ -68,6 +69,8 @@ class FreeTier:
         """Use one free call; returns the calls left after it, or None if there were none."""
         used = await repository.consume_free_call(conn, wallet, self.calls_per_wallet)
         left = None if used is None else self.calls_per_wallet - used
+        if left is not None:
+            metrics.FREE_CALLS.inc()
         self.recent.learnt(wallet, left or 0)
         return left
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator
 from typing import Any
 
 import asyncpg
 import msgspec
 from pgvector.asyncpg import register_vector
+
+from app.shared import metrics
 
 # Why each setting:
 # - hnsw.iterative_scan: with wallet/namespace/tag filters applied after the index scan, pgvector
@@ -96,3 +99,49 @@ def _dump_json(value: Any) -> str:
     # msgspec, not the json module: a recall decodes the metadata of each of its ~60 candidate
     # rows, and msgspec reads (and writes) such objects about 4x (8x) faster, to the same values
     return msgspec.json.encode(value).decode()
+
+
+class MeteredPool:
+    """The pool as the app uses it, counting connections in use and requests waiting for one
+    (app/shared/metrics.py). `acquire()` is awaited or used with `async with`, like asyncpg's;
+    everything else is the pool's own."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)
+
+    def acquire(self, *, timeout: float | None = None) -> _MeteredAcquire:
+        return _MeteredAcquire(self, timeout)
+
+    async def take(self, timeout: float | None) -> asyncpg.Connection:  # noqa: ASYNC109 (asyncpg's)
+        metrics.POOL_WAITING.inc()
+        try:
+            conn: asyncpg.Connection = await self.pool.acquire(timeout=timeout)
+        finally:
+            metrics.POOL_WAITING.dec()
+        metrics.POOL_IN_USE.inc()
+        return conn
+
+    async def release(self, conn: asyncpg.Connection) -> None:
+        metrics.POOL_IN_USE.dec()
+        await self.pool.release(conn)
+
+
+class _MeteredAcquire:
+    def __init__(self, pool: MeteredPool, timeout: float | None) -> None:
+        self.pool, self.timeout = pool, timeout
+        self.conn: asyncpg.Connection | None = None
+
+    def __await__(self) -> Generator[Any, None, asyncpg.Connection]:
+        return self.pool.take(self.timeout).__await__()
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        self.conn = await self.pool.take(self.timeout)
+        return self.conn
+
+    async def __aexit__(self, *exc: object) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            await self.pool.release(conn)

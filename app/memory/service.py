@@ -67,6 +67,7 @@ from app.memory.scoring import (
 )
 from app.memory.sizes import RecentSizes
 from app.memory.speakers import named_in, speaker_of
+from app.shared.metrics import phase
 
 log = logging.getLogger("engram")
 
@@ -355,9 +356,11 @@ class MemoryService:
         prepared = prepare_store(item, now_utc())
         if prepared.key is not None:
             return await self.upsert_by_key(conn, wallet, prepared, item)
-        embedded = await self.embedder.embed([prepared.content])
-        [outcome] = await self._store_deduplicated(conn, wallet, [prepared], embedded.vectors)
-        await history.record(conn, wallet, [store_history(outcome, "create")])
+        with phase("store", "embed"):
+            embedded = await self.embedder.embed([prepared.content])
+        with phase("store", "sql"):
+            [outcome] = await self._store_deduplicated(conn, wallet, [prepared], embedded.vectors)
+            await history.record(conn, wallet, [store_history(outcome, "create")])
         return outcome, embedded.tokens
 
     async def upsert_by_key(
@@ -800,29 +803,35 @@ class MemoryService:
         if not req.query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
         f = recall_filter(wallet, req)
-        embedded = await self.embedder.embed([req.query])
+        with phase("recall", "embed"):
+            embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
         per_side = max(MIN_CANDIDATES_PER_SIDE, CANDIDATES_PER_RESULT * req.limit)
         keywords = keyword_text(req.query)
-        rows = await self._exact_candidates(conn, f, vector, keywords, per_side)
-        if rows is None:  # a big wallet, or a big share of one: the HNSW index's walk
-            rows = await self._index_candidates(conn, f, vector, keywords, per_side)
+        with phase("recall", "sql"):
+            rows = await self._exact_candidates(conn, f, vector, keywords, per_side)
+            if rows is None:  # a big wallet, or a big share of one: the HNSW index's walk
+                rows = await self._index_candidates(conn, f, vector, keywords, per_side)
         ranking = _Ranking(
             req, now_utc(), self.access_boost, self.event_time_boost,
             self.default_min_similarity, self.speaker_boost,
         )  # fmt: skip
-        ranked = ranking.first_round(rows)
+        with phase("recall", "scoring"):
+            ranked = ranking.first_round(rows)
         if self.second_round and ranked:
             seeds = ranked[:SECOND_ROUND_SEEDS]
-            followers = await repo.second_round_candidates(
-                conn, f, [r.row["id"] for r in seeds], vector, keywords, repo.lexicon_of(rows),
-                CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
-            )  # fmt: skip
-            ranked = ranking.second_round(ranked, seeds, followers)
+            with phase("recall", "sql"):
+                followers = await repo.second_round_candidates(
+                    conn, f, [r.row["id"] for r in seeds], vector, keywords,
+                    repo.lexicon_of(rows), CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
+                )  # fmt: skip
+            with phase("recall", "scoring"):
+                ranked = ranking.second_round(ranked, seeds, followers)
         ranked, reranked = await self._reranked(req, ranked)
         ranked = ranked[: req.limit]
         if self.recall_counts_access:
-            await repo.record_access_each_time(conn, wallet, [r.row["id"] for r in ranked])
+            with phase("recall", "sql"):
+                await repo.record_access_each_time(conn, wallet, [r.row["id"] for r in ranked])
             ranked = [Recalled(r.row, r.signals, accesses_counted=1) for r in ranked]
         return RecallResult(ranked, embedded.tokens, reranked)
 

@@ -32,9 +32,18 @@ from app.payments.facilitators import Facilitator
 from app.payments.network import Network
 from app.payments.offers import Offer, challenge
 from app.payments.proofs import PaymentRejected, Proof, check_against_offer, read_proof
+from app.shared import metrics
 from app.shared.store import SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.payments")
+
+
+def settlement_outcome(receipt: SettleResponse) -> str:
+    """A settlement's outcome as a metric label: settled, or the facilitator's reason class."""
+    if receipt.success:
+        return "settled"
+    return "error" if receipt.error_reason == "unexpected_settle_error" else "refused"
+
 
 PAYMENT_RESPONSE_HEADER = {2: "PAYMENT-RESPONSE", 1: "X-PAYMENT-RESPONSE"}
 
@@ -275,10 +284,12 @@ class X402Service:
             )
         except Exception as exc:
             log.exception("facilitator verify failed")
+            metrics.X402_VERIFICATIONS.labels("error").inc()
             self.require_payment(
                 call, charge.offer.price_usd, f"Payment could not be verified: {exc}",
                 "unexpected_verify_error",
             )  # fmt: skip
+        metrics.X402_VERIFICATIONS.labels("valid" if verdict.is_valid else "invalid").inc()
         if not verdict.is_valid:
             reason = verdict.invalid_reason or "invalid_payload"
             self.require_payment(
@@ -291,6 +302,7 @@ class X402Service:
     async def settle_on_chain(self, call: PaidCall, charge: X402Charge) -> SettleResponse:
         """Settle with the facilitator; a failed settlement is a 402 carrying its receipt."""
         assert self.facilitator is not None
+        started = time.perf_counter()
         try:
             receipt = await self.facilitator.settle(
                 charge.proof.payload, charge.offer.requirements()
@@ -301,6 +313,8 @@ class X402Service:
                 success=False, error_reason="unexpected_settle_error", error_message=str(exc),
                 transaction="", network=charge.offer.network.caip2,
             )  # fmt: skip
+        metrics.SETTLE_SECONDS.observe(time.perf_counter() - started)
+        metrics.X402_SETTLEMENTS.labels(settlement_outcome(receipt)).inc()
         if not receipt.success:
             self.require_payment(
                 call,
