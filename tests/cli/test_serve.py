@@ -14,6 +14,7 @@ import httpx
 import psutil
 import pytest
 from eth_account import Account
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.auth.signature import sign_header
 from app.db.embedded import EmbeddedPostgres
@@ -125,6 +126,14 @@ def test_serve_with_two_workers(tmp_path: Path) -> None:
         assert sorted(m["id"] for m in r.json()["memories"]) == sorted(ids)
         r = httpx.get(f"{url}/v1/free-tier/status", headers=signed(key), timeout=60)
         assert r.json()["free_tier_used"] == 5  # one count across workers
+        # /metrics, from whichever worker answers, adds up every worker's samples
+        for _ in range(4):
+            found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                     for f in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)
+                     for s in f.samples}  # fmt: skip
+            stores = ("engram_requests_total",
+                      (("method", "POST"), ("route", "/v1/store"), ("status", "201")))  # fmt: skip
+            assert found[stores] == 4 and found[("engram_free_calls_total", ())] == 5
     finally:
         stop_serve(proc, tmp_path, tmp_path / "workers.log")
 
