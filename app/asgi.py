@@ -15,6 +15,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
+from app import DISTRIBUTION
 from app.agents.controller import AgentController
 from app.agents.service import AgentService
 from app.ai.embedders import build_embedder, warm
@@ -66,12 +67,12 @@ from app.suggested.service import SuggestedService
 from app.tags.controller import TagController
 from app.tags.service import TagService
 from app.transfer.controller import TransferController
-from app.transfer.service import TransferService
+from app.transfer.service import ImportLane, TransferService
 
 
 def _version() -> str:
     try:
-        return version("engram")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0.0.0"
 
@@ -166,7 +167,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         "consolidate_service": ConsolidateService(memories, fact_model),
         "context_service": ContextService(memories, fact_model),
         "relations_service": RelationService(),
-        "transfer_service": TransferService(memories, remote_embedder=settings.embedder.is_remote),
+        "transfer_service": TransferService(
+            memories,
+            lane=ImportLane(duty=settings.limits.import_duty_percent / 100),
+            remote_embedder=settings.embedder.is_remote,
+        ),
         "suggested_service": SuggestedService(),
         "pinned_service": PinnedService(memories),
         "tags_service": TagService(),

@@ -180,6 +180,12 @@ def _settings_hook(kind: type, value: Any) -> Any:
     raise NotImplementedError(kind)
 
 
+def cmd_prepare_model(_: argparse.Namespace) -> None:
+    """Build the local int8 embedding model into its cache (a container image does it once at
+    build time, so that no start and no request does model work)."""
+    prepare_local_model(Settings.from_env())
+
+
 def cmd_migrate(_: argparse.Namespace) -> None:
     with database(Settings.from_env()) as ready:
         migrate(ready)
@@ -319,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
         func=cmd_migrate
     )
+    sub.add_parser(
+        "prepare-model", help="build the local int8 embedding model into its cache, then exit"
+    ).set_defaults(func=cmd_prepare_model)
     again = sub.add_parser(
         "reembed", help="embed every memory again with the configured embedder (after a switch)"
     )

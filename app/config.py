@@ -62,6 +62,13 @@ def int8_flag(name: str, raw: str) -> bool:
     return raw not in ("0", "false", "off")
 
 
+def import_duty_percent(name: str, raw: str) -> int:
+    value = integer(name, raw)
+    if not 1 <= value <= 100:
+        raise SystemExit(f"{name} must be 1..100, got {raw!r}")
+    return value
+
+
 def log_format(name: str, raw: str) -> str:
     if raw not in ("json", "text"):
         raise SystemExit(f"{name} must be json or text, got {raw!r}")
@@ -202,6 +209,9 @@ class LimitsSettings(SettingsGroup):
     # Namespaces where a keyed store that read an older version merges by default (on_conflict
     # "merge" instead of "reject"): the server resolves its writers' conflicts itself
     merge_namespaces: tuple[str, ...] = env("ENGRAM_MERGE_NAMESPACES", (), comma_list)
+    # The share of its time an import works, in percent (app/transfer/service.py); the rest it
+    # rests, so that imports never crowd out stores and recalls. 100: imports run flat out.
+    import_duty_percent: int = env("ENGRAM_IMPORT_DUTY_PERCENT", 30, import_duty_percent)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ _PLATFORM_PACKAGES = {
 
 
 # How to get the Python side of these tools (vyper); anvil comes from npm (see anvil_binary).
-DEV_EXTRA_INSTALL = "pip install 'engram[dev]' (in a checkout: pip install -e '.[dev]')"
+DEV_EXTRA_INSTALL = "pip install 'engram-x402[dev]' (in a checkout: pip install -e '.[dev]')"
 
 
 class DevChainError(RuntimeError):

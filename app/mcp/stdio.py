@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from mcp.server.stdio import stdio_server
 
+from app import DISTRIBUTION
 from app.mcp.rest import RemoteRest
 from app.mcp.server import build_server
 
@@ -43,7 +44,7 @@ def remote_from_env(env: Mapping[str, str], url: str | None) -> RemoteRest:
 
 def _version() -> str:
     try:
-        return version("engram")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0.0.0"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from dataclasses import fields
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,37 +13,24 @@ from typing import Any
 import pytest
 
 from app.config import (
-    ENV_KEY,
     EmbedderSettings,
     EnvVar,
     Settings,
     comma_list,
     flag,
+    import_duty_percent,
     int8_flag,
     integer,
     integer_or_none,
+    log_format,
     path,
     positive_integer,
     text,
     usd_amount,
 )
+from tests.support.settings import READ_ELSEWHERE, declared
 
 ROOT = Path(__file__).resolve().parents[2]
-# Variables in README's table that settings do not read, and the module that reads each.
-READ_ELSEWHERE = {
-    "ENGRAM_MODEL_CACHE": "app/ai/int8.py",
-    "ENGRAM_PG_SHARED_BUFFERS": "app/db/embedded.py",
-}
-
-
-def declared() -> list[tuple[str, str, EnvVar[Any]]]:
-    """(group, field, variable) for every setting read from the environment."""
-    out = []
-    for group_name, group in Settings.groups().items():
-        for f in fields(group):
-            if ENV_KEY in f.metadata:
-                out += [(group_name, f.name, var) for var in f.metadata[ENV_KEY].variables()]
-    return out
 
 
 def test_loading_settings_loads_no_framework() -> None:
@@ -85,6 +71,8 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     path: ("/srv/engram", Path("/srv/engram")),
     comma_list: ("a, b", ("a", "b")),
     usd_amount: ("0.5", Decimal("0.5")),
+    log_format: ("text", "text"),
+    import_duty_percent: ("7", 7),
 }
 
 
@@ -113,6 +101,8 @@ def test_parsing_is_unchanged() -> None:
         read({"ENGRAM_FREE_TIER_CALLS": "1.5"})
     assert read({"ENGRAM_HOST": ""}).server.host == "127.0.0.1"  # empty means unset
     assert read({"ENGRAM_PORT": ""}).server.port == 8000
+    with pytest.raises(SystemExit, match=r"^ENGRAM_LOG_FORMAT must be json or text, got 'xml'$"):
+        read({"ENGRAM_LOG_FORMAT": "xml"})
     # flags: 0/false/off/no in any case turn one off, anything else on
     for off in ("0", "false", "OFF", "No"):
         assert read({"ENGRAM_RECALL_ACCESS_BOOST": off}).recall.access_boost is False

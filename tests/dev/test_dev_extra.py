@@ -28,7 +28,7 @@ def test_dev_chain_without_the_dev_extra_names_the_extra(tmp_path: Path) -> None
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
         "engram serve --dev-chain: the dev chain needs the dev extra (vyper is not installed): "
-        "pip install 'engram[dev]' (in a checkout: pip install -e '.[dev]')"
+        "pip install 'engram-x402[dev]' (in a checkout: pip install -e '.[dev]')"
     ], done.stderr
     # checked first: no embedded database was started for it
     assert not (tmp_path / "pgdata").exists()

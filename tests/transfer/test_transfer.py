@@ -162,9 +162,20 @@ def _user_fields(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ---- the round trip ----------------------------------------------------------------------------
 
 
+@pytest.fixture
+async def flat_out(make_app) -> AsyncIterator[tuple[Any, AsyncTestClient]]:
+    """An app whose imports run flat out (ENGRAM_IMPORT_DUTY_PERCENT=100): the round trip checks
+    what an import writes, not its pace (the lane and pacer tests below check that), and
+    at the default 30 % its 10,000 memories would rest for minutes."""
+    app = make_app(limits={"import_duty_percent": 100})
+    async with AsyncTestClient(app=app, timeout=120) as client:
+        yield app, client
+
+
 async def test_ten_thousand_memories_round_trip_between_wallets(
-    app, client: AsyncTestClient, pool: asyncpg.Pool, database_url: str
+    flat_out: tuple[Any, AsyncTestClient], pool: asyncpg.Pool, database_url: str
 ) -> None:
+    app, client = flat_out
     a, b = Account.create(), Account.create()
     now = datetime.now(UTC)
     await _insert_directly(pool, a.address.lower(), [_memory(i, now) for i in range(10_000)])
@@ -697,3 +708,9 @@ async def test_imports_have_a_per_wallet_rate_limit(make_app) -> None:
         r = await c.post("/v1/import", json=[{"content": "another wallet"}],
                          headers=auth(Account.create()))  # fmt: skip
         assert r.status_code == 200, r.text
+
+
+def test_the_import_duty_is_the_operators_setting(make_app) -> None:
+    """ENGRAM_IMPORT_DUTY_PERCENT sets the lane's duty cycle: 30 % unless told."""
+    assert make_app().state.transfer_service.lane.duty == 0.3
+    assert make_app(limits={"import_duty_percent": 100}).state.transfer_service.lane.duty == 1.0
