@@ -123,7 +123,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
             return
         app = create_app(ready)
         host, port = ready.server.host, ready.server.port
-        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+        uvicorn.run(
+            app, host=host, port=port, log_config=None, access_log=False,
+            timeout_graceful_shutdown=ready.server.shutdown_grace_seconds,
+        )  # fmt: skip
 
 
 # Worker processes get the parent's resolved settings (embedded database URL, dev chain) here.
@@ -156,6 +159,7 @@ def _serve_workers(settings: Settings, workers: int) -> None:
         port=settings.server.port,
         log_config=None,
         access_log=False,
+        timeout_graceful_shutdown=settings.server.shutdown_grace_seconds,
     )
 
 

@@ -176,6 +176,10 @@ class ServerSettings(SettingsGroup):
     public_url: str | None = env("ENGRAM_PUBLIC_URL", None, text)
     # `engram serve`'s logs: one JSON object per line (request lines: app/api/observe.py), or text
     log_format: str = env("ENGRAM_LOG_FORMAT", "json", log_format)
+    # On SIGTERM the server stops accepting connections and lets in-flight requests finish for
+    # up to this long; what is still running then is cancelled (a paid call that began settling
+    # runs to its commit regardless: app/api/transaction.py)
+    shutdown_grace_seconds: int = env("ENGRAM_SHUTDOWN_GRACE_SECONDS", 30, positive_integer)
 
 
 @dataclass(frozen=True)
