@@ -18,6 +18,8 @@ Everything here is synchronous (web3 HTTPProvider); async callers run it in a wo
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import functools
 import logging
 import os
@@ -29,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -153,7 +156,7 @@ def anvil_binary(project_root: Path | None = None) -> Path:
     (typically: offline).
     """
     project_root = project_root or devtools_root()
-    with _install_lock:
+    with _install_lock, _installing(project_root):
         found = _find_anvil(project_root)
         if found is not None:
             return found
@@ -169,6 +172,19 @@ def anvil_binary(project_root: Path | None = None) -> Path:
         f"was run in {project_root} (once per process; see the first error); looked at:\n  "
         f"{looked}"
     )
+
+
+@contextlib.contextmanager
+def _installing(root: Path) -> Iterator[None]:
+    """One process at a time looks for anvil or installs it under `root`: the suite's workers
+    (and several `engram serve --dev-chain`) start at once on a fresh checkout, and running the
+    binary while another process's npm is still writing it fails (ETXTBSY)."""
+    with (root / ".engram-npm-install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _npm_install(root: Path) -> None:

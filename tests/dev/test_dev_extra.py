@@ -42,3 +42,21 @@ def test_the_app_loads_without_the_dev_tools(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_one_process_at_a_time_installs_or_looks_for_anvil(tmp_path: Path) -> None:
+    """The suite's workers start at once on a fresh checkout: while one holds the install lock
+    (npm may be writing the binary), another process waits for it instead of running a
+    half-written anvil (ETXTBSY)."""
+    from app.dev.chain import _installing
+
+    probe = (
+        "import fcntl, sys; f = open(sys.argv[1], 'w')\n"
+        "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+        "except BlockingIOError:\n    print('held')\n"
+    )
+    lock = str(tmp_path / ".engram-npm-install.lock")
+    with _installing(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, lock], capture_output=True, text=True)
+    free = subprocess.run([sys.executable, "-c", probe, lock], capture_output=True, text=True)
+    assert (held.stdout.strip(), free.stdout.strip()) == ("held", "free")
