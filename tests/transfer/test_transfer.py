@@ -661,12 +661,15 @@ def test_an_import_waiting_for_its_turn_holds_no_database_connection(make_app) -
     """With a pool of 2: one import runs (one connection), another waits for its turn; a store
     still gets the other connection and answers while the first import is still running."""
     app = make_app(database={"pool_min": 1, "pool_max": 2})
+    # the wait's 10 s bound has its own test: here the first import may take longer than that
+    # on a busy machine (the suite's parallel workers), and the second must still get its turn
+    app.state.transfer_service.lane.wait_seconds = 120
     importers = [Account.create() for _ in range(2)]
     big = [{"content": f"waiting lane item {i} {uuid.uuid4()}"} for i in range(150)]
     answered: dict[str, float] = {}
 
     def run_import(who: int, items: list[dict[str, str]]) -> None:
-        r = httpx.post(f"{url}/v1/import", json=items, headers=auth(importers[who]), timeout=60)
+        r = httpx.post(f"{url}/v1/import", json=items, headers=auth(importers[who]), timeout=180)
         assert r.status_code == 200, r.text
         answered[f"import {who}"] = time.monotonic()
 
