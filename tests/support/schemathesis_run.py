@@ -67,6 +67,10 @@ def run(base_url: str, mode: str, max_examples: int, max_seconds: int, report_di
         "--mode", mode, "--max-examples", str(max_examples), "--max-time", str(max_seconds),
         "--checks", CHECKS, "--workers", str(workers), "--no-color",
         "--report", "json", "--report-json-path", str(report), "--request-timeout", "60",
+        # negative mode for GET /v1/memories/by-key/{key} (a path-format parameter, `/` allowed)
+        # sometimes draws mostly values no URL can carry, which hypothesis's health check then
+        # calls a generator problem (CI10): a check on the tool's generator, not on Engram
+        "--suppress-health-check", "filter_too_much",
     ]  # fmt: skip
     # run in the report directory: schemathesis keeps a cache (.schemathesis/) where it runs
     proc = subprocess.run(args, env=env, cwd=report_dir, capture_output=True, text=True,
