@@ -24,6 +24,7 @@ from litestar.testing import AsyncTestClient
 from app.asgi import create_app
 from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Settings
 from app.db.schema import upgrade_to_head
+from app.dev.chain import DevChain
 from tests.support.server import served, serving
 from tests.support.settings import changed
 
@@ -78,6 +79,15 @@ def engram_url(settings: Settings) -> Iterator[str]:
     and close the pool the in-process `client` keeps using ("pool is closed" in later tests)."""
     with served(create_app(settings)) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def chain() -> Iterator[DevChain]:
+    """A local anvil chain with Base's chain id and USDC at Base's address (app/dev/chain.py),
+    one per test module that pays."""
+    with DevChain(chain_id=8453) as dev:
+        dev.install_usdc()
+        yield dev
 
 
 @pytest.fixture

@@ -27,13 +27,6 @@ PHASE_REQUESTS = 12  # per phase and worker: a few seconds each on this machine
 WORKERS = 3
 
 
-@pytest.fixture(scope="module")
-def chain() -> Iterator[DevChain]:
-    with DevChain(chain_id=8453) as dev:
-        dev.install_usdc()
-        yield dev
-
-
 @pytest.fixture
 def workdir() -> Iterator[Path]:
     # Not under pytest's basetemp: a concurrent pytest run prunes old basetemps, which would pull

@@ -36,13 +36,6 @@ STORE_PRICE = 5000  # $0.005 in USDC's atomic units
 
 
 @pytest.fixture(scope="module")
-def chain() -> Iterator[DevChain]:
-    with DevChain(chain_id=8453) as dev:
-        dev.install_usdc()
-        yield dev
-
-
-@pytest.fixture(scope="module")
 def instances(
     tmp_path_factory: pytest.TempPathFactory, database_url: str, chain: DevChain
 ) -> Iterator[list[str]]:

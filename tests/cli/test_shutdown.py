@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
 import httpx
-import pytest
 from eth_account import Account
 
 from app.dev.chain import DevChain
@@ -24,13 +22,6 @@ from tests.support.x402 import offer_of, sign_proof
 
 BURST = 24
 STORE_PRICE = 5000  # $0.005 in USDC's atomic units
-
-
-@pytest.fixture(scope="module")
-def chain() -> Iterator[DevChain]:
-    with DevChain(chain_id=8453) as dev:
-        dev.install_usdc()
-        yield dev
 
 
 async def test_sigterm_during_paid_stores_loses_nothing_and_charges_nothing_twice(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,6 @@ BASE = 8453
 BASE_SEPOLIA = 84532
 PRICE = 5000  # $0.005 in USDC atomic units
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-
-
-@pytest.fixture(scope="module")
-def chain() -> Iterator[DevChain]:
-    with DevChain(chain_id=BASE) as dev:
-        dev.install_usdc()
-        yield dev
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import anyio
@@ -42,13 +42,6 @@ from tests.support.x402 import offer_of, reference_payment, sign_proof
 
 BASE_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 PRICE = 5000  # $0.005
-
-
-@pytest.fixture(scope="module")
-def chain() -> Iterator[DevChain]:
-    with DevChain(chain_id=8453) as dev:
-        dev.install_usdc()
-        yield dev
 
 
 @pytest.fixture(scope="module")
