@@ -117,6 +117,22 @@ def handle_unexpected(_: AnyRequest, exc: Exception) -> ErrorResponse:
     )
 
 
+def handle_exception_group(request: AnyRequest, exc: ExceptionGroup[Exception]) -> Response[Any]:
+    """A dependency whose cleanup turned the handler's error into an API error (the request
+    transaction answers a connection lost mid-statement with a 503) reaches here wrapped by
+    Litestar in an ExceptionGroup: the answer is the first API error in it, or a 500."""
+    for inner in exc.exceptions:
+        if isinstance(inner, ExceptionGroup):
+            return handle_exception_group(request, inner)
+        if isinstance(inner, ReplayedResponse):
+            return handle_replayed_response(request, inner)
+        if isinstance(inner, ApiError):
+            return handle_api_error(request, inner)
+        if isinstance(inner, DATABASE_DOWN):
+            return handle_database_down(request, inner)
+    return handle_unexpected(request, exc)
+
+
 def _clean_detail(detail: str) -> str:
     return detail or "Request failed"
 
@@ -128,5 +144,6 @@ EXCEPTION_HANDLERS = {
     HTTPException: handle_http_exception,
     StoreUnavailable: handle_store_unavailable,
     **dict.fromkeys(DATABASE_DOWN, handle_database_down),
+    ExceptionGroup: handle_exception_group,
     Exception: handle_unexpected,
 }
