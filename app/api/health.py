@@ -4,6 +4,8 @@ GET /ready: a load balancer's or Kubernetes' readiness probe: the same, and the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from litestar import get
 from litestar.status_codes import HTTP_200_OK
@@ -32,14 +34,18 @@ class Health(Struct):
     version: str
 
 
+async def ping_database(state: Any) -> None:
+    async with state.pool.acquire(timeout=5) as conn:
+        await repository.ping(conn)
+
+
 @get(
     "/health", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, status_code=HTTP_200_OK, tags=["health"]
 )
 async def health(request: MaybeWalletRequest) -> Health:
     state = request.app.state
     try:
-        async with state.pool.acquire(timeout=5) as conn:
-            await repository.ping(conn)
+        await ping_database(state)
     except Exception as exc:
         raise ServiceUnavailable("Database unreachable", {"database": str(exc)}, RETRY) from exc
     try:
@@ -73,8 +79,7 @@ async def ready(request: MaybeWalletRequest) -> Readiness:
     state = request.app.state
     parts = Readiness(ready=True, database="ok", redis="not configured", embedder="ok")
     try:
-        async with state.pool.acquire(timeout=5) as conn:
-            await repository.ping(conn)
+        await ping_database(state)
     except Exception as exc:
         parts.database = f"unreachable: {type(exc).__name__}"
     if state.settings.database.redis_url:

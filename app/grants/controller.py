@@ -48,11 +48,6 @@ def owner_named(request: WalletRequest) -> str | None:
     return owner if owner and owner.lower() != request.user else None
 
 
-def delegated(request: WalletRequest) -> bool:
-    """Whether an agent key acts for its owner in this request (x-wallet-owner)."""
-    return state_of(request.scope).get("delegation") is not None
-
-
 def acting_agent(request: WalletRequest) -> str | None:
     """The agent key's own address, when one acts for its owner in this request."""
     delegation = state_of(request.scope).get("delegation")

@@ -24,7 +24,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, VERSION_CONFLICT, error_responses
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import one_statement, relax_commit, request_transaction
-from app.grants.controller import acting_agent, acts_for_owner, delegated, owner_named, reached
+from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
 from app.grants.schemas import Access
 from app.grants.service import GrantService
 from app.kit.schemas import absent_if_none, iso
@@ -293,7 +293,7 @@ class MemoryController(Controller):
         """The wallet a by-id request reaches: the caller's, or the owner it names when a grant
         (or the agent key's delegation) covers the memory's namespace."""
         owner = owner_named(request)
-        if owner is None and not delegated(request):
+        if owner is None and acting_agent(request) is None:
             return request.user
         row = await memory_service.get(conn, (owner or request.user).lower(), memory_id)
         wallet, _ = await reached(request, conn, grants, row["namespace"], need)
@@ -366,7 +366,8 @@ class MemoryController(Controller):
             data = msgspec.structs.replace(data, expected_version=version_in(if_match))
         wallet = await self._owner_of(request, conn, memory_service, grants_service, memory_id,
                                       "write")  # fmt: skip
-        if data.namespace is not None and (wallet != request.user or delegated(request)):
+        acting = wallet != request.user or acting_agent(request) is not None
+        if data.namespace is not None and acting:
             await reached(request, conn, grants_service, data.namespace, "write")  # moved there
         row, tokens = await memory_service.update(conn, wallet, memory_id, data)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
