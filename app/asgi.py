@@ -35,7 +35,7 @@ from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
 from app.auth.session import SessionTokens, parse_keys
 from app.auth.signature import WalletVerifier
-from app.auth.siwx import SiwxVerifier
+from app.auth.siwx import NONCE_SWEEP_SECONDS, SiwxVerifier
 from app.config import Settings
 from app.consolidate.controller import ConsolidateController
 from app.consolidate.service import ConsolidateService
@@ -61,6 +61,7 @@ from app.pinned.controller import PinnedController
 from app.pinned.service import PinnedService
 from app.relations.controller import RelationController
 from app.relations.service import RelationService
+from app.shared.periodic import every
 from app.shared.store import build_shared_store
 from app.suggested.controller import SuggestedController
 from app.suggested.service import SuggestedService
@@ -149,10 +150,20 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await sessions.load(conn)
             app.state.pool = MeteredPool(pool)
             warming = asyncio.create_task(warm(embedder))  # /ready once it is done
+            sweeping = asyncio.create_task(
+                every(
+                    NONCE_SWEEP_SECONDS,
+                    lambda: siwx.sweep_expired(pool),
+                    "nonce sweep",
+                    first_after=NONCE_SWEEP_SECONDS,
+                )
+            )
             try:
                 yield
             finally:
                 warming.cancel()
+                sweeping.cancel()
+                await asyncio.gather(sweeping, return_exceptions=True)  # its connection back
         finally:
             await pool.close()
             await shared.close()

@@ -28,6 +28,9 @@ from app.dev.chain import DevChain
 from tests.support.server import served, serving
 from tests.support.settings import changed
 
+# Every statement the suite makes Engram run is checked for one-shard routing (the plugin's doc).
+pytest_plugins = ["tests.support.sql_audit"]
+
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:

@@ -182,16 +182,18 @@ class RateLimitMiddleware(ASGIMiddleware):
         route_limit: int | None,
         window_start: int,
     ) -> list[BucketCount]:
-        # The window start is in the key: each minute counts afresh, on every instance alike.
+        # The window start is in the key: each minute counts afresh, on every instance alike. The
+        # caller is the key's hash tag ({wallet:0x…}): on a Redis Cluster, one caller's counters
+        # share a slot.
         counts: list[BucketCount] = []
         if self.per_minute:
-            overall = await store.hit(f"ratelimit:{caller}:all:{window_start}", WINDOW_SECONDS)
+            overall = await store.hit(f"ratelimit:{{{caller}}}:all:{window_start}", WINDOW_SECONDS)
             counts.append(BucketCount(self.per_minute, overall))
             if overall > self.per_minute:
                 return counts  # refused anyway: do not spend the route's own budget too
         if route_limit is not None:
             own = await store.hit(
-                f"ratelimit:{caller}:route:{route_name}:{window_start}", WINDOW_SECONDS
+                f"ratelimit:{{{caller}}}:route:{route_name}:{window_start}", WINDOW_SECONDS
             )
             counts.append(BucketCount(route_limit, own))
         return counts

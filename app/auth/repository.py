@@ -20,9 +20,10 @@ async def consume_free_call(conn: asyncpg.Connection, wallet: str, limit: int) -
         return None
     used = await conn.fetchval(
         """
-        INSERT INTO wallets (address, free_calls_used) VALUES ($1, 1)
+        INSERT INTO wallets (address, free_calls_used, last_seen_at) VALUES ($1, 1, now())
         ON CONFLICT (address) DO UPDATE
-            SET free_calls_used = wallets.free_calls_used + 1, last_seen_at = now()
+            SET free_calls_used = wallets.free_calls_used + 1,
+                last_seen_at = excluded.last_seen_at
             WHERE wallets.free_calls_used < $2
         RETURNING free_calls_used
         """,
@@ -46,24 +47,30 @@ async def setting_or_create(conn: asyncpg.Connection, key: str, candidate: str) 
     return str(await conn.fetchval("SELECT value FROM engram_settings WHERE key = $1", key))
 
 
-# How many expired sign-in nonces one issue clears (keeps the table small without a sweeper).
-EXPIRED_NONCES_PER_ISSUE = 100
-
-
 async def issue_nonce(conn: asyncpg.Connection, nonce: str, ttl_seconds: int) -> None:
     await conn.execute(
-        """
-        WITH expired AS (
-            SELECT nonce FROM auth_nonces WHERE expires_at < now() LIMIT $3
-        ), swept AS (
-            DELETE FROM auth_nonces WHERE nonce IN (SELECT nonce FROM expired)
-        )
-        INSERT INTO auth_nonces (nonce, expires_at) VALUES ($1, now() + make_interval(secs => $2))
-        """,
+        """INSERT INTO auth_nonces (nonce, expires_at)
+           VALUES ($1, now() + make_interval(secs => $2))""",
         nonce,
         float(ttl_seconds),
-        EXPIRED_NONCES_PER_ISSUE,
     )
+
+
+async def sweep_expired_nonces(conn: asyncpg.Connection, limit: int) -> int:
+    """Delete up to `limit` expired sign-in nonces; how many went. Off the request path: it is
+    the one statement that reads every nonce (on Citus, every shard of auth_nonces)."""
+    swept = await conn.fetchval(
+        """
+        WITH swept AS (
+            DELETE FROM auth_nonces WHERE nonce IN (
+                SELECT nonce FROM auth_nonces WHERE expires_at < now() LIMIT $1
+            ) RETURNING 1
+        )
+        SELECT count(*) FROM swept
+        """,
+        limit,
+    )
+    return int(swept)
 
 
 async def consume_nonce(conn: asyncpg.Connection, nonce: str) -> bool:

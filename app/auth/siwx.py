@@ -64,6 +64,11 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+# Expired sign-in nonces deleted per statement of a sweep, and how often an instance sweeps.
+NONCES_PER_SWEEP = 1000
+NONCE_SWEEP_SECONDS = 60.0
+
+
 class SiwxVerifier:
     def __init__(self, chain_id: str, window_seconds: int) -> None:
         self.chain_id = chain_id  # CAIP-2, the x402 network's (eip155:8453 on Base)
@@ -88,6 +93,17 @@ class SiwxVerifier:
             type="eip191",
             header=SIWX_HEADER.upper(),
         )
+
+    async def sweep_expired(self, pool: asyncpg.Pool) -> int:
+        """Clear expired nonces (on a timer: app/asgi.py); a batch at a time, so a long backlog
+        never holds locks for long. How many went."""
+        swept = 0
+        while True:
+            async with pool.acquire() as conn:
+                n = await repository.sweep_expired_nonces(conn, NONCES_PER_SWEEP)
+            swept += n
+            if n < NONCES_PER_SWEEP:
+                return swept
 
     async def verify(self, conn: asyncpg.Connection, raw: str, origin: str) -> str:
         """The lower-cased wallet of a SIGN-IN-WITH-X header, its nonce used up; else raises

@@ -10,6 +10,7 @@ import asyncpg
 import msgspec
 from pgvector.asyncpg import register_vector
 
+from app.db import repository
 from app.shared import metrics
 
 # Why each setting:
@@ -70,9 +71,26 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     (tests/db/test_pool.py holds that to account)."""
 
 
+# On Citus the coordinator plans each statement for its shard: a generic plan, whose wallet is
+# a parameter still, is refused for most of Engram's statements ("could not create distributed
+# plan"), so there PostgreSQL's own choice stands (custom plans first). docs/scale-out.md.
+CITUS_SESSION_SETTINGS = {**SESSION_SETTINGS, "plan_cache_mode": "auto"}
+
+
+async def session_settings(dsn: str) -> dict[str, str]:
+    conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+    try:
+        return (
+            CITUS_SESSION_SETTINGS if await repository.citus_installed(conn) else SESSION_SETTINGS
+        )
+    finally:
+        await conn.close()
+
+
 async def create_pool(dsn: str, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
     # Startup parameters, not SETs in `init`: they hold for the session whatever a transaction
     # does (SET LOCAL ends with it).
+    settings = await session_settings(dsn)
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
@@ -80,7 +98,7 @@ async def create_pool(dsn: str, min_size: int = 2, max_size: int = 20) -> asyncp
         init=_init_connection,
         command_timeout=60,
         timeout=CONNECT_TIMEOUT_SECONDS,
-        server_settings=SESSION_SETTINGS,
+        server_settings=settings,
         reset=_keep_session,
     )
     assert pool is not None

@@ -53,6 +53,10 @@ async def embedded_otherwise(conn: asyncpg.Connection, model: str) -> bool:
     )
 
 
+async def citus_installed(conn: asyncpg.Connection) -> bool:
+    return bool(await conn.fetchval("SELECT true FROM pg_extension WHERE extname = 'citus'"))
+
+
 async def ping(conn: asyncpg.Connection) -> bool:
     return bool(await conn.fetchval("SELECT true"))
 

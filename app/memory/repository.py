@@ -321,6 +321,14 @@ async def nearest_each(
     return found
 
 
+def _one_wallet(new: list[NewMemory]) -> str:
+    """The wallet of a batch: one per statement, so that it stays on one shard."""
+    wallets = {n.wallet for n in new}
+    if len(wallets) != 1:
+        raise ValueError(f"a batch writes one wallet's memories, not {len(wallets)}")
+    return wallets.pop()
+
+
 async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[asyncpg.Record]:
     """Insert memories in one statement; rows come back in the order given. Timestamps, access
     count and deletion are the database's defaults unless a memory carries `kept` (import)."""
@@ -334,26 +342,26 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
             embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
             expires_at, pinned, immutable, created_at, updated_at, accessed_at, access_count,
             deleted_at, occurred_at, mentioned_at, key)
-        SELECT u.id, u.user_id, u.content, u.content_hash, u.embedding,
+        SELECT u.id, $2::text, u.content, u.content_hash, u.embedding,
             u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
             u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable,
             coalesce(u.created_at, now()), coalesce(u.updated_at, now()),
             coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at,
             u.occurred_at, u.mentioned_at, u.key
-        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::vector[], $6::text[],
+        FROM unnest($1::uuid[], $3::text[], $4::bytea[], $5::vector[], $6::text[],
             $7::jsonb[], $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[],
             $13::timestamptz[], $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[],
             $18::timestamptz[], $19::int[], $20::timestamptz[], $21::timestamptz[],
             $22::timestamptz[], $23::text[])
             WITH ORDINALITY
-            AS u(id, user_id, content, content_hash, embedding, embedding_model, metadata,
+            AS u(id, content, content_hash, embedding, embedding_model, metadata,
                  importance, namespace, memory_type, session_id, agent_id, expires_at, pinned,
                  immutable, created_at, updated_at, accessed_at, access_count, deleted_at,
                  occurred_at, mentioned_at, key, i)
         ORDER BY u.i  -- `seq` (the default) numbers the rows in the order given
         RETURNING {COLUMNS}
         """,
-        ids, [n.wallet for n in new], [n.fields.content for n in new],
+        ids, _one_wallet(new), [n.fields.content for n in new],
         [n.content_hash for n in new], _vector_array(vectors),
         [n.embedding_model for n in new], [n.fields.metadata for n in new],
         [n.importance for n in new], [n.fields.namespace for n in new],

@@ -1,4 +1,5 @@
-"""GET /v1/payments: the caller's receipts (as payer, or as the wallet a payment served)."""
+"""GET /v1/payments: the receipts of the payments that served the caller's wallet (whoever paid:
+the ledger is kept by wallet, on one shard with its memories under Citus)."""
 
 from __future__ import annotations
 

@@ -106,8 +106,10 @@ class Gate:
         call = paid_call(request)
         proof = self.x402.proof_of(call, price)
         if proof is not None:
-            payment = await self.x402.accept(conn, call, *proof, body=await request.body())
-            owner = wallet or payment.proof.authorization.payer
+            offer, checked = proof
+            owner = wallet or checked.authorization.payer
+            body = await request.body()
+            payment = await self.x402.accept(conn, call, owner, offer, checked, body)
             request.scope["user"] = owner
             try:
                 await self._note_remaining(request, conn, owner)

@@ -27,12 +27,14 @@ class SettledPayment:
 
 
 async def find(
-    conn: asyncpg.Connection, network: str, asset: str, payer: str, nonce: str
+    conn: asyncpg.Connection, wallet: str, network: str, asset: str, payer: str, nonce: str
 ) -> asyncpg.Record | None:
+    """The ledger row of a proof spent for `wallet` (rows are keyed, and on Citus distributed,
+    by the wallet they served)."""
     row: asyncpg.Record | None = await conn.fetchrow(
         """SELECT * FROM payments
-           WHERE network = $1 AND asset = $2 AND payer = $3 AND nonce = $4""",
-        network, asset.lower(), payer, nonce,
+           WHERE wallet = $1 AND network = $2 AND asset = $3 AND payer = $4 AND nonce = $5""",
+        wallet, network, asset.lower(), payer, nonce,
     )  # fmt: skip
     return row
 
@@ -52,13 +54,11 @@ async def record_settled(conn: asyncpg.Connection, p: SettledPayment) -> None:
 async def list_for_wallet(
     conn: asyncpg.Connection, wallet: str, limit: int, offset: int
 ) -> tuple[list[asyncpg.Record], int]:
-    total = await conn.fetchval(
-        "SELECT count(*) FROM payments WHERE wallet = $1 OR payer = $1", wallet
-    )
+    total = await conn.fetchval("SELECT count(*) FROM payments WHERE wallet = $1", wallet)
     rows: list[asyncpg.Record] = await conn.fetch(
         """SELECT id, payer, wallet, nonce, network, asset, amount, pay_to, endpoint, request_id,
                   status, tx_hash, created_at
-           FROM payments WHERE wallet = $1 OR payer = $1
+           FROM payments WHERE wallet = $1
            ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3""",
         wallet, limit, offset,
     )  # fmt: skip

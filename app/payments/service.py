@@ -98,7 +98,8 @@ class SharedStoreGuard:
     no-Redis mode's guard). In the moments an outage begins or ends one instance may hold a
     nonce in Redis while another holds it in PostgreSQL; both may then run the handler, but only
     one payment can settle (the token's nonce is single-use on chain, and the ledger's unique
-    key refuses a second row), so the other is rolled back with a 402 and its retry replays.
+    key refuses a second row for the wallet), so the other is rolled back with a 402 and its
+    retry replays.
     A release that fails is retried before this instance's next claim (else the claim would
     stall retries of that payment until its TTL)."""
 
@@ -222,14 +223,23 @@ class X402Service:
         return offer, proof
 
     async def accept(
-        self, conn: asyncpg.Connection, call: PaidCall, offer: Offer, proof: Proof, body: bytes
+        self,
+        conn: asyncpg.Connection,
+        call: PaidCall,
+        wallet: str,
+        offer: Offer,
+        proof: Proof,
+        body: bytes,
     ) -> X402Charge:
-        """A checked proof held (no other request may use it meanwhile), found unused in the
-        ledger and verified by the facilitator. `body` makes the request's fingerprint."""
+        """A checked proof held (no other request may use it meanwhile), found unused in
+        `wallet`'s ledger and verified by the facilitator. `body` makes the request's
+        fingerprint. A proof spent for another wallet is refused by the chain at settlement."""
         charge = X402Charge(
             proof=proof,
             offer=offer,
-            guard_key=f"{offer.network.caip2}:{proof.authorization.payer}:{proof.authorization.nonce}",
+            # the payer is the hash tag: a Redis Cluster keeps a payer's claims in one slot
+            guard_key=f"{{{proof.authorization.payer}}}:{offer.network.caip2}"
+            f":{proof.authorization.nonce}",
             fingerprint=request_fingerprint(call.method, call.path, call.query, body),
         )
         with anyio.CancelScope(shield=True):  # a claim taken is a claim known, so released
@@ -242,7 +252,7 @@ class X402Service:
                 headers={"Retry-After": "1"},
             )
         try:
-            await self._refuse_reuse(call, conn, charge)
+            await self._refuse_reuse(call, conn, wallet, charge)
             await self._verify(call, charge)
         except BaseException:
             await self.release(charge)
@@ -250,11 +260,12 @@ class X402Service:
         return charge
 
     async def _refuse_reuse(
-        self, call: PaidCall, conn: asyncpg.Connection, charge: X402Charge
+        self, call: PaidCall, conn: asyncpg.Connection, wallet: str, charge: X402Charge
     ) -> None:
         auth = charge.proof.authorization
+        network = charge.offer.network
         settled = await repository.find(
-            conn, charge.offer.network.caip2, charge.offer.network.asset, auth.payer, auth.nonce
+            conn, wallet, network.caip2, network.asset, auth.payer, auth.nonce
         )
         if settled is None:
             return

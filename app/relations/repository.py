@@ -43,7 +43,7 @@ async def create_many(
             JOIN memories s ON s.id = w.source_id AND s.user_id = $1
             JOIN memories t ON t.id = w.target_id AND t.user_id = $1
             WHERE w.source_id <> w.target_id
-            ON CONFLICT (source_id, target_id, relation_type) DO NOTHING
+            ON CONFLICT (user_id, source_id, target_id, relation_type) DO NOTHING
             RETURNING 1
         )
         SELECT count(*) FROM inserted
@@ -73,7 +73,7 @@ async def insert(
         f"""INSERT INTO memory_relations AS r
                 (user_id, source_id, target_id, relation_type, metadata)
             VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (source_id, target_id, relation_type) DO NOTHING
+            ON CONFLICT (user_id, source_id, target_id, relation_type) DO NOTHING
             RETURNING {RETURNED}""",
         wallet, source_id, target_id, relation_type, metadata,
     )  # fmt: skip

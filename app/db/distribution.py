@@ -1,0 +1,28 @@
+"""How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migration
+0011 applies when the `citus` extension is installed, and that the tests hold the schema and
+every repository statement to (tests/db/test_distribution.py, tests/support/sql_audit.py).
+
+Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
+statement that names a wallet touches one shard group, and a request's transaction stays on one
+worker. docs/scale-out.md explains the choices."""
+
+from __future__ import annotations
+
+# table -> its wallet column (the distribution column). Every PRIMARY KEY and UNIQUE constraint
+# of these tables includes it, and every statement on them filters by it.
+BY_WALLET: dict[str, str] = {
+    "memories": "user_id",
+    "wallets": "address",
+    "memory_history": "user_id",
+    "memory_relations": "user_id",
+    "payments": "wallet",
+}
+
+# Distributed by another column, alone: sign-in nonces, looked up by the nonce only.
+BY_OTHER: dict[str, str] = {"auth_nonces": "nonce"}
+
+# Reference tables (a copy on every node): small, read from every shard's requests, written
+# rarely. Grants and delegations are read by grantee or agent as well as by owner.
+REFERENCE: tuple[str, ...] = ("engram_settings", "grants", "delegations", "alembic_version")
+
+WALLET_ADDRESS = r"^0x[0-9a-f]{40}$"
