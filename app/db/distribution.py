@@ -24,5 +24,3 @@ BY_OTHER: dict[str, str] = {"auth_nonces": "nonce"}
 # Reference tables (a copy on every node): small, read from every shard's requests, written
 # rarely. Grants and delegations are read by grantee or agent as well as by owner.
 REFERENCE: tuple[str, ...] = ("engram_settings", "grants", "delegations", "alembic_version")
-
-WALLET_ADDRESS = r"^0x[0-9a-f]{40}$"

@@ -10,6 +10,7 @@ checks that every repository function ran, so a statement nobody exercised canno
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import importlib
@@ -118,8 +119,6 @@ def sql_audit(database_url: str) -> Iterator[Recorder]:
 
 
 def _report(recorder: Recorder, database_url: str) -> None:
-    import asyncio
-
     async def volatility() -> dict[str, str]:
         conn = await asyncpg.connect(database_url)
         try:

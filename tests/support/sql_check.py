@@ -12,17 +12,16 @@ checked on PostgreSQL's own parse tree (pglast: libpg_query), so a comment or a 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pglast import ast, parse_sql
 from pglast.enums import A_Expr_Kind, BoolExprType, OnConflictAction
 
-from app.db.distribution import BY_OTHER, BY_WALLET, WALLET_ADDRESS
+from app.auth.signature import ADDRESS_RE
+from app.db.distribution import BY_OTHER, BY_WALLET
 
 DISTRIBUTED = {**BY_WALLET, **BY_OTHER}
-_ADDRESS = re.compile(WALLET_ADDRESS)
 
 
 def children(node: Any) -> Iterator[Any]:
@@ -84,7 +83,7 @@ class Problems:
         if table not in BY_WALLET:
             return
         value = self.args[number - 1] if 0 < number <= len(self.args) else None
-        if not (isinstance(value, str) and _ADDRESS.match(value)):
+        if not (isinstance(value, str) and ADDRESS_RE.match(value) and value == value.lower()):
             self.found.append(f"{table}: ${number} held {value!r}, not a wallet address")
 
 
@@ -156,7 +155,9 @@ def _check_insert(stmt: ast.InsertStmt, problems: Problems) -> None:
             problems.wallet_param(number, table)
 
 
-def _check_on_conflict(stmt: ast.InsertStmt, volatility: Mapping[str, str], problems: Problems):  # type: ignore[no-untyped-def]
+def _check_on_conflict(
+    stmt: ast.InsertStmt, volatility: Mapping[str, str], problems: Problems
+) -> None:
     clause = stmt.onConflictClause
     if clause is None or clause.action != OnConflictAction.ONCONFLICT_UPDATE:
         return
