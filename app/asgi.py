@@ -56,6 +56,7 @@ from app.payments.controller import PaymentsController
 from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
 from app.payments.network import configured_network
+from app.payments.reconcile import RECONCILE_EVERY_SECONDS, ChainReader, Reconciler
 from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service
 from app.pinned.controller import PinnedController
 from app.pinned.service import PinnedService
@@ -92,6 +93,11 @@ async def before_handler(request: Request[Any, Any, Any]) -> None:
     note that lets a paid call's answer be kept with its payment."""
     check_query_string(request)
     await mark_paid_call(request)
+
+
+# Connections for the payments ledger's own transactions (pending before settling, noted after):
+# short writes, apart from the requests' pool so a paid request never waits on its own pool.
+LEDGER_POOL_SIZE = 4
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -134,6 +140,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
         max_timeout_seconds=settings.x402.max_timeout_seconds,
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
+    rpc_url = settings.x402.rpc_url
+    reconciler = Reconciler(
+        ChainReader(rpc_url) if rpc_url else None, settings.x402.reconcile_after_seconds
+    )
 
     mcp = McpEndpoint(_version(), settings.limits.max_body_bytes)
 
@@ -149,21 +159,30 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await check_embedding_model(conn, embedder.model_name)
                 await sessions.load(conn)
             app.state.pool = MeteredPool(pool)
+            # the payments ledger's own transactions (app/payments/gate.py `_ledger`)
+            ledger = await create_pool(asyncpg_dsn(database_url), 1, LEDGER_POOL_SIZE)
+            app.state.ledger_pool = ledger
             warming = asyncio.create_task(warm(embedder))  # /ready once it is done
-            sweeping = asyncio.create_task(
+            timers = [
                 every(
                     NONCE_SWEEP_SECONDS,
                     lambda: siwx.sweep_expired(pool),
                     "nonce sweep",
                     first_after=NONCE_SWEEP_SECONDS,
                 )
-            )
+            ]
+            if x402.enabled:  # on start, then on a timer
+                timers.append(every(RECONCILE_EVERY_SECONDS, lambda: reconciler.run_once(ledger),
+                                    "payment reconciler"))  # fmt: skip
+            running = [asyncio.create_task(timer) for timer in timers]
             try:
                 yield
             finally:
                 warming.cancel()
-                sweeping.cancel()
-                await asyncio.gather(sweeping, return_exceptions=True)  # its connection back
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)  # connections back
+                await ledger.close()
         finally:
             await pool.close()
             await shared.close()

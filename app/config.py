@@ -293,6 +293,9 @@ class X402Settings(SettingsGroup):
     rpc_url: str | None = env("ENGRAM_X402_RPC_URL", None, text)
     relayer_key: str | None = env("ENGRAM_X402_RELAYER_KEY", None, text, secret=True)
     max_timeout_seconds: int = env("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300, integer)
+    # A pending payment untouched this long has no settlement in flight: the reconciler asks
+    # the chain (over rpc_url) whether it settled (app/payments/reconcile.py).
+    reconcile_after_seconds: int = env("ENGRAM_X402_RECONCILE_AFTER_SECONDS", 120, integer)
     # A token other than the network's USDC (address, EIP-712 name and version, decimals)
     asset: str | None = env("ENGRAM_X402_ASSET", None, text)
     asset_name: str | None = env("ENGRAM_X402_ASSET_NAME", None, text)

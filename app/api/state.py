@@ -12,7 +12,7 @@ from typing import TypedDict, cast
 from litestar.types import Scope
 
 from app.agents.schemas import Delegation
-from app.payments.service import CapturedResponse
+from app.payments.service import CapturedResponse, Settled
 
 
 class RequestState(TypedDict, total=False):
@@ -20,7 +20,7 @@ class RequestState(TypedDict, total=False):
     free_tier_remaining: int  # the wallet's free calls left, once the gate has learnt it
     captured_response: CapturedResponse  # a paid call's answer, kept for a replay
     paid_response_headers: dict[str, str]  # the settlement receipt header
-    settled_on_chain: str  # the transaction hash, once settled (before its ledger row commits)
+    settled_payment: Settled  # once settled on chain (before its work commits)
     relaxed_commit: bool  # the handler's own writes are bookkeeping only (recall's counts)
     delegation: Delegation  # an agent key acting for its owner (x-wallet-owner)
 

@@ -141,17 +141,25 @@ async def request_transaction(request: MaybeWalletRequest) -> AsyncIterator[asyn
             with anyio.CancelScope(shield=True), database_lost_is_503(conn):
                 await tx.commit()  # no await between settle and here
     except BaseException:
-        if state.get("settled_on_chain"):
+        if "settled_payment" in state:
             # Settled, then failed before the commit ended (commit is the try's last step): only
-            # the database lost at that moment does this. The money moved but the ledger row did
-            # not commit; logged with what an operator needs to reconcile.
-            log.error("payment settled on chain but not recorded: %s, tx %s",
-                      charge, state["settled_on_chain"])  # fmt: skip
+            # the database lost at that moment does this. The money moved, the work did not
+            # commit: the ledger row becomes redeemable (the same proof and request get the
+            # work done without a second charge), or the reconciler finds it pending.
+            with anyio.CancelScope(shield=True):
+                await _keep_redeemable(gate, request, charge)
         raise
     finally:
         with anyio.CancelScope(shield=True):
             await gate.release(charge)  # only after commit: a retry then finds the ledger row
             await pool.release(conn)
+
+
+async def _keep_redeemable(gate: PaymentGate, request: MaybeWalletRequest, charge: Charge) -> None:
+    try:
+        await gate.unfinished(request, charge)
+    except Exception:
+        log.exception("payment settled but its work did not commit; left to the reconciler")
 
 
 @asynccontextmanager

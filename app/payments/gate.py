@@ -65,6 +65,13 @@ Charge = NoCharge | FreeCall | X402Payment
 NO_CHARGE = NoCharge()
 
 
+def _ledger(request: AnyRequest) -> asyncpg.Pool:
+    """The pool of the ledger's own transactions (app/asgi.py): a few connections apart from the
+    requests', so a paid request never waits for a second one from its own pool."""
+    pool: asyncpg.Pool = request.app.state.ledger_pool
+    return pool
+
+
 def paid_call(request: AnyRequest) -> PaidCall:
     """The plain values the payment rules need from a request."""
     return PaidCall(
@@ -83,6 +90,8 @@ class PaymentGate(Protocol):
     async def settle(
         self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge
     ) -> None: ...
+
+    async def unfinished(self, request: AnyRequest, charge: Charge) -> None: ...
 
     async def release(self, charge: Charge) -> None: ...
 
@@ -126,18 +135,25 @@ class Gate:
     async def settle(self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge) -> None:
         state = state_of(request.scope)
         if isinstance(charge, X402Payment):
-            receipt = await self.x402.settle_on_chain(charge.call, charge.payment)
-            state["settled_on_chain"] = receipt.transaction
-            state["paid_response_headers"] = await self.x402.record(
-                conn, charge.call, charge.payment, charge.wallet, receipt,
-                state.get("captured_response"),
-            )  # fmt: skip
+            settled = await self.x402.settle(
+                _ledger(request), charge.call, charge.payment, charge.wallet
+            )
+            state["settled_payment"] = settled
+            state["paid_response_headers"] = await self.x402.complete(
+                conn, charge.payment, charge.wallet, settled, state.get("captured_response")
+            )
         elif isinstance(charge, FreeCall):
             left = await self.free_tier.consume(conn, charge.wallet)
             if left is None:  # another request took the last free call meanwhile
                 state["free_tier_remaining"] = 0
                 self._require_payment(request, charge.price, "Free tier used up")
             state["free_tier_remaining"] = left
+
+    async def unfinished(self, request: AnyRequest, charge: Charge) -> None:
+        """The request's transaction failed after its payment settled: keep it redeemable."""
+        settled = state_of(request.scope).get("settled_payment")
+        if isinstance(charge, X402Payment) and settled is not None:
+            await self.x402.unfinished(_ledger(request), charge.wallet, settled)
 
     async def release(self, charge: Charge) -> None:
         if isinstance(charge, X402Payment):

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from x402.extensions.payment_identifier import (
+    PAYMENT_IDENTIFIER,
+    declare_payment_identifier_extension,
+)
 from x402.http.utils import encode_payment_required_header
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 from x402.schemas.v1 import PaymentRequirementsV1
@@ -82,6 +86,8 @@ def challenge(
             url=offer.resource_url, description=offer.description, mime_type="application/json"
         ),
         accepts=[offer.requirements()],
+        # idempotency keys are honoured (app/payments/service.py `_check_ledger`), not required
+        extensions={PAYMENT_IDENTIFIER: declare_payment_identifier_extension()},
     )
     body = error_body(
         "PAYMENT_REQUIRED",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from x402.extensions.payment_identifier import PAYMENT_IDENTIFIER, validate_payment_identifier
 from x402.schemas import PaymentPayload
 
 from app.kit.json_input import UnreadableJson, decode_base64_json
@@ -55,6 +56,7 @@ class Proof:
     authorization: Authorization
     claimed_scheme: str
     claimed_network: str
+    payment_id: str | None = None  # x402's payment-identifier extension: an idempotency key
 
 
 def _decode_json(raw: str) -> dict[str, Any]:
@@ -111,7 +113,25 @@ def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
         payload = PaymentPayload(payload=inner, accepted=offer.requirements())
     except ValidationError as exc:
         raise PaymentRejected("invalid_payload", "The proof's payload is malformed") from exc
-    return Proof(version, header, payload, _authorization(inner), scheme, network)
+    payment_id = _payment_id(data.get("extensions"))
+    return Proof(version, header, payload, _authorization(inner), scheme, network, payment_id)
+
+
+def _payment_id(extensions: Any) -> str | None:
+    """The payment-identifier extension's id, checked with x402's own validation; None when the
+    proof carries none."""
+    if not isinstance(extensions, dict) or not extensions.get(PAYMENT_IDENTIFIER):
+        return None
+    extension = extensions[PAYMENT_IDENTIFIER]
+    result = validate_payment_identifier(extension)
+    if not result.valid:
+        raise PaymentRejected(
+            "invalid_payment_identifier",
+            f"The payment-identifier extension is invalid: {'; '.join(result.errors)}",
+        )
+    info = extension.get("info") if isinstance(extension, dict) else None
+    payment_id = info.get("id") if isinstance(info, dict) else None
+    return payment_id if isinstance(payment_id, str) else None
 
 
 # ---- named checks, against Engram's offer only ----------------------------------------------

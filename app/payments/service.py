@@ -17,16 +17,18 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import NoReturn, Protocol
+from uuid import UUID
 
 import anyio
 import asyncpg
 from x402.http.utils import encode_payment_response_header
 from x402.schemas import SettleResponse
 
-from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse
+from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
 from app.payments import repository
 from app.payments.facilitators import Facilitator
 from app.payments.network import Network
@@ -143,6 +145,49 @@ class X402Charge:
     offer: Offer
     guard_key: str
     fingerprint: bytes
+    # this proof's redeemable ledger row (settled, its work never committed): completed, not
+    # settled again
+    redeemable: asyncpg.Record | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A payment settled (or redeemed) for a request: its ledger row and its receipt."""
+
+    payment_id: UUID
+    receipt: SettleResponse
+
+
+# How long a client waits before retrying a payment whose settlement outcome is not known yet.
+SETTLEMENT_PENDING_RETRY_SECONDS = 5
+
+
+def payment_in_flight() -> Conflict:
+    return Conflict(
+        "This payment is being processed by another request; retry shortly to get its result",
+        {"reason": "payment_in_flight"},
+        headers={"Retry-After": "1"},
+    )
+
+
+def settlement_pending(message: str) -> ServiceUnavailable:
+    return ServiceUnavailable(
+        f"{message}; retry with the same payment: it is either redeemed or refused, never"
+        " charged twice",
+        {"reason": "settlement_pending"},
+        {"Retry-After": str(SETTLEMENT_PENDING_RETRY_SECONDS)},
+    )
+
+
+def _receipt_of(charge: X402Charge, row: asyncpg.Record) -> SettleResponse:
+    """A redeemable row's receipt: the facilitator's, or (found by the reconciler on chain) one
+    made of what the chain said."""
+    if row["settle_response"]:
+        return SettleResponse.model_validate(row["settle_response"])
+    return SettleResponse(
+        success=True, transaction=row["tx_hash"] or "", network=charge.offer.network.caip2,
+        payer=charge.proof.authorization.payer,
+    )  # fmt: skip
 
 
 def receipt_header(charge: X402Charge, receipt: SettleResponse) -> dict[str, str]:
@@ -245,47 +290,69 @@ class X402Service:
         with anyio.CancelScope(shield=True):  # a claim taken is a claim known, so released
             held = await self.guard.acquire(conn, charge.guard_key)
         if not held:
-            raise Conflict(
-                "This payment is being processed by another request; retry shortly to get its"
-                " result",
-                {"reason": "payment_in_flight"},
-                headers={"Retry-After": "1"},
-            )
+            raise payment_in_flight()
         try:
-            await self._refuse_reuse(call, conn, wallet, charge)
-            await self._verify(call, charge)
+            charge = await self._check_ledger(call, conn, wallet, charge)
+            if charge.redeemable is None:
+                await self._verify(call, charge)
         except BaseException:
             await self.release(charge)
             raise
         return charge
 
-    async def _refuse_reuse(
+    async def _check_ledger(
         self, call: PaidCall, conn: asyncpg.Connection, wallet: str, charge: X402Charge
-    ) -> None:
+    ) -> X402Charge:
+        """The charge as the ledger allows it: unused, replayed, redeemable, or refused."""
         auth = charge.proof.authorization
         network = charge.offer.network
-        settled = await repository.find(
+        await self._check_identifier(conn, wallet, charge)
+        row = await repository.find(
             conn, wallet, network.caip2, network.asset, auth.payer, auth.nonce
         )
-        if settled is None:
-            return
-        if settled["request_fingerprint"] == charge.fingerprint and settled["response_body"]:
-            receipt = SettleResponse.model_validate(settled["settle_response"])
+        if row is None:
+            return charge
+        same_request = row["request_fingerprint"] == charge.fingerprint
+        if row["status"] == "settled" and same_request and row["response_body"]:
+            receipt = _receipt_of(charge, row)
             raise ReplayedResponse(
-                settled["response_status"],
-                bytes(settled["response_body"]),
+                row["response_status"],
+                bytes(row["response_body"]),
                 {
                     **receipt_header(charge, receipt),
                     "Cache-Control": "private, no-store",
                     "X-Idempotent-Replay": "true",
                 },
             )
+        if row["status"] == "redeemable" and same_request:
+            return replace(charge, redeemable=row)
+        if row["status"] == "pending":
+            raise settlement_pending("This payment's settlement is not resolved yet")
         self.require_payment(
             call,
             charge.offer.price_usd,
             "This payment was already used for another request; sign a new authorization",
             "invalid_exact_evm_nonce_already_used",
         )
+
+    async def _check_identifier(
+        self, conn: asyncpg.Connection, wallet: str, charge: X402Charge
+    ) -> None:
+        """x402's payment-identifier: an id already used with another payment or request is a
+        409; with the same payment and request, the ledger's own rules answer (a replay)."""
+        payment_id = charge.proof.payment_id
+        if payment_id is None:
+            return
+        row = await repository.find_by_identifier(conn, wallet, payment_id)
+        if row is None:
+            return
+        auth = charge.proof.authorization
+        same_payment = (row["payer"], row["nonce"]) == (auth.payer, auth.nonce)
+        if not same_payment or row["request_fingerprint"] != charge.fingerprint:
+            raise Conflict(
+                "This payment identifier was already used with another payment or request",
+                {"reason": "payment_identifier_conflict"},
+            )
 
     async def _verify(self, call: PaidCall, charge: X402Charge) -> None:
         assert self.facilitator is not None
@@ -310,8 +377,52 @@ class X402Service:
                 reason,
             )
 
-    async def settle_on_chain(self, call: PaidCall, charge: X402Charge) -> SettleResponse:
-        """Settle with the facilitator; a failed settlement is a 402 carrying its receipt."""
+    async def settle(
+        self, ledger: asyncpg.Pool, call: PaidCall, charge: X402Charge, wallet: str
+    ) -> Settled:
+        """Settle the charge, its ledger row written before and after in transactions of its own
+        on `ledger` (they outlive a rollback of the work); or take its redeemable row."""
+        if charge.redeemable is not None:
+            metrics.X402_SETTLEMENTS.labels("redeemed").inc()
+            return Settled(charge.redeemable["id"], _receipt_of(charge, charge.redeemable))
+        payment_id = await self._hold(ledger, call, charge, wallet)
+        receipt = await self._settle_held(ledger, call, charge, wallet, payment_id)
+        return Settled(payment_id, receipt)
+
+    async def _hold(
+        self, ledger: asyncpg.Pool, call: PaidCall, charge: X402Charge, wallet: str
+    ) -> UUID:
+        auth = charge.proof.authorization
+        pending = repository.PendingPayment(
+            payer=auth.payer,
+            wallet=wallet,
+            nonce=auth.nonce,
+            network=charge.offer.network.caip2,
+            asset=charge.offer.network.asset,
+            amount=charge.offer.amount,
+            pay_to=charge.offer.pay_to,
+            endpoint=call.endpoint,
+            request_id=call.request_id,
+            request_fingerprint=charge.fingerprint,
+            payment_identifier=charge.proof.payment_id,
+            valid_before=datetime.fromtimestamp(auth.valid_before, UTC),
+        )
+        async with ledger.acquire() as conn:
+            payment_id = await repository.hold_pending(conn, pending)
+        if payment_id is None:  # a concurrent request with this proof or payment identifier
+            raise payment_in_flight()
+        return payment_id
+
+    async def _settle_held(
+        self,
+        ledger: asyncpg.Pool,
+        call: PaidCall,
+        charge: X402Charge,
+        wallet: str,
+        payment_id: UUID,
+    ) -> SettleResponse:
+        """A failed settlement is a 402 carrying its receipt (its row dropped: nothing moved);
+        one whose outcome is unknown keeps its pending row for the reconciler."""
         assert self.facilitator is not None
         started = time.perf_counter()
         try:
@@ -319,13 +430,20 @@ class X402Service:
                 charge.proof.payload, charge.offer.requirements()
             )
         except Exception as exc:
-            log.exception("facilitator settle failed")
-            receipt = SettleResponse(
-                success=False, error_reason="unexpected_settle_error", error_message=str(exc),
-                transaction="", network=charge.offer.network.caip2,
-            )  # fmt: skip
+            log.exception("facilitator settle failed; the payment stays pending to reconcile")
+            metrics.SETTLE_SECONDS.observe(time.perf_counter() - started)
+            metrics.X402_SETTLEMENTS.labels("unknown").inc()
+            raise settlement_pending(f"The payment's settlement did not answer: {exc}") from exc
         metrics.SETTLE_SECONDS.observe(time.perf_counter() - started)
         metrics.X402_SETTLEMENTS.labels(settlement_outcome(receipt)).inc()
+        async with ledger.acquire() as conn:
+            if not receipt.success:
+                await repository.drop_unsettled(conn, wallet, payment_id)
+            else:
+                await repository.note_settled_on_chain(
+                    conn, wallet, payment_id, receipt.transaction or None,
+                    receipt.model_dump(by_alias=True, exclude_none=True),
+                )  # fmt: skip
         if not receipt.success:
             self.require_payment(
                 call,
@@ -336,38 +454,29 @@ class X402Service:
             )
         return receipt
 
-    async def record(
+    async def complete(
         self,
         conn: asyncpg.Connection,
-        call: PaidCall,
         charge: X402Charge,
         wallet: str,
-        receipt: SettleResponse,
+        settled: Settled,
         response: CapturedResponse | None,
     ) -> dict[str, str]:
-        """Write the settled payment's ledger row in the request's transaction (it commits with
-        the call's work); returns the receipt header the answer carries."""
-        auth = charge.proof.authorization
-        await repository.record_settled(
-            conn,
-            repository.SettledPayment(
-                payer=auth.payer,
-                wallet=wallet,
-                nonce=auth.nonce,
-                network=charge.offer.network.caip2,
-                asset=charge.offer.network.asset,
-                amount=charge.offer.amount,
-                pay_to=charge.offer.pay_to,
-                endpoint=call.endpoint,
-                request_id=call.request_id,
-                request_fingerprint=charge.fingerprint,
-                tx_hash=receipt.transaction or None,
-                settle_response=receipt.model_dump(by_alias=True, exclude_none=True),
-                response_status=response.status if response else None,
-                response_body=response.body if response else None,
-            ),
-        )
-        return receipt_header(charge, receipt)
+        """Mark the ledger row settled in the request's transaction (it commits with the call's
+        work); returns the receipt header the answer carries."""
+        await repository.complete(
+            conn, wallet, settled.payment_id,
+            response.status if response else None, response.body if response else None,
+        )  # fmt: skip
+        return receipt_header(charge, settled.receipt)
+
+    async def unfinished(self, ledger: asyncpg.Pool, wallet: str, settled: Settled) -> None:
+        """The work of a settled payment did not commit: its row becomes redeemable now (the
+        reconciler would find it anyway)."""
+        async with ledger.acquire() as conn:
+            await repository.mark_redeemable(
+                conn, wallet, settled.payment_id, settled.receipt.transaction or None
+            )
 
     async def release(self, charge: X402Charge) -> None:
         """Let go of the charge's (payer, nonce); runs to its end even in a cancelled request

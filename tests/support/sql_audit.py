@@ -45,6 +45,7 @@ EXCEPTIONS: dict[str, str] = {
     "app.memory.repository.embedded_otherwise": "`engram reembed`: a batch across all wallets",
     "app.memory.repository.set_embeddings": "`engram reembed`: a batch across all wallets",
     "app.auth.repository.sweep_expired_nonces": "the timer's sweep, off the request path",
+    "app.payments.repository.pending_before": "the reconciler, on a timer: pending rows of all wallets",
 }
 
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("repository_fn", default=None)

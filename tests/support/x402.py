@@ -60,6 +60,7 @@ def sign_proof(
     name: str | None = None,
     network: str | None = None,
     signer: LocalAccount | None = None,
+    extensions: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
     """(header name, header value) for an EIP-3009 payment of `offer`, with any field overridden."""
     authorization = {
@@ -93,6 +94,8 @@ def sign_proof(
         return "X-PAYMENT", safe_base64_encode(json.dumps(body))
     accepted = {**offer, **({"network": network} if network else {})}
     body = {"x402Version": 2, "accepted": accepted, "payload": inner}
+    if extensions is not None:
+        body["extensions"] = extensions
     return "PAYMENT-SIGNATURE", safe_base64_encode(json.dumps(body))
 
 

@@ -1,0 +1,100 @@
+"""The payments reconciler: pending ledger rows whose outcome no request learnt (a settlement
+that timed out, a process killed between settling and committing) are checked against the chain.
+
+- Settled on chain (the facilitator's answer was noted, or the token says the authorization's
+  nonce is used): the row becomes redeemable, and the same proof with the same request gets its
+  work done without a second charge.
+- Not settled, and untouched for `after_seconds` (longer than any settlement takes): the row is
+  dropped, nothing moved, and the proof may pay again.
+Each instance runs it on start and then on a timer (app/asgi.py); rows are settled at most once
+whoever looks, since each step only moves a row out of `pending`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import asyncpg
+from web3 import Web3
+
+from app.payments import repository
+
+log = logging.getLogger("engram.payments.reconcile")
+
+# EIP-3009's view of an authorization's nonce, which every x402 "exact" EVM token has
+AUTHORIZATION_STATE_ABI = [
+    {
+        "name": "authorizationState",
+        "type": "function",
+        "stateMutability": "view",
+        "inputs": [
+            {"name": "authorizer", "type": "address"},
+            {"name": "nonce", "type": "bytes32"},
+        ],
+        "outputs": [{"name": "", "type": "bool"}],
+    }
+]
+ROWS_PER_RUN = 200
+RECONCILE_EVERY_SECONDS = 30.0
+
+
+class ChainReader:
+    """Asks the token whether a payer's authorization nonce is used (over ENGRAM_X402_RPC_URL)."""
+
+    def __init__(self, rpc_url: str) -> None:
+        self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 10}))
+
+    async def nonce_used(self, asset: str, payer: str, nonce: str) -> bool:
+        token = self.w3.eth.contract(
+            address=Web3.to_checksum_address(asset), abi=AUTHORIZATION_STATE_ABI
+        )
+        call = token.functions.authorizationState(
+            Web3.to_checksum_address(payer), bytes.fromhex(nonce.removeprefix("0x"))
+        )
+        return bool(await asyncio.to_thread(call.call))
+
+
+@dataclass
+class Reconciled:
+    redeemable: int = 0
+    dropped: int = 0
+    unresolved: int = 0
+
+
+class Reconciler:
+    def __init__(self, chain: ChainReader | None, after_seconds: float) -> None:
+        self.chain = chain
+        self.after_seconds = after_seconds
+
+    async def run_once(self, ledger: asyncpg.Pool) -> Reconciled:
+        done = Reconciled()
+        async with ledger.acquire() as conn:
+            rows = await repository.pending_before(conn, self.after_seconds, ROWS_PER_RUN)
+        for row in rows:
+            settled = await self._settled_on_chain(row)
+            async with ledger.acquire() as conn:
+                if settled:
+                    await repository.mark_redeemable(conn, row["wallet"], row["id"], None)
+                    done.redeemable += 1
+                elif settled is False:
+                    await repository.drop_unsettled(conn, row["wallet"], row["id"])
+                    done.dropped += 1
+                else:
+                    done.unresolved += 1
+        if rows:
+            log.info("reconciled pending payments: %s", done)
+        return done
+
+    async def _settled_on_chain(self, row: asyncpg.Record) -> bool | None:
+        """True or False, or None when nothing can tell (no RPC configured, or it failed)."""
+        if row["tx_hash"]:
+            return True
+        if self.chain is None:
+            return None
+        try:
+            return await self.chain.nonce_used(row["asset"], row["payer"], row["nonce"])
+        except Exception:
+            log.exception("could not read the payment's nonce on chain; retried next run")
+            return None
