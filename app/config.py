@@ -285,11 +285,16 @@ class LLMSettings(SettingsGroup):
 @dataclass(frozen=True)
 class X402Settings(SettingsGroup):
     """Where payments go and who settles them (see app/payments/). Payments are accepted when
-    pay_to is set and either a facilitator URL or an RPC URL + relayer key is."""
+    pay_to is set and either a facilitator URL (or a CDP API key) or an RPC URL + relayer key
+    is."""
 
     network: str = env("ENGRAM_X402_NETWORK", "base", text)  # base | base-sepolia
     pay_to: str | None = env("ENGRAM_X402_PAY_TO", None, text)
     facilitator_url: str | None = env("ENGRAM_X402_FACILITATOR_URL", None, text)
+    # Coinbase CDP's facilitator (Base mainnet): an API key signs a JWT per request
+    # (app/payments/cdp.py); the facilitator URL defaults to CDP's when a key is set.
+    cdp_api_key_id: str | None = env("ENGRAM_CDP_API_KEY_ID", None, text)
+    cdp_api_key_secret: str | None = env("ENGRAM_CDP_API_KEY_SECRET", None, text, secret=True)
     rpc_url: str | None = env("ENGRAM_X402_RPC_URL", None, text)
     relayer_key: str | None = env("ENGRAM_X402_RELAYER_KEY", None, text, secret=True)
     max_timeout_seconds: int = env("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300, integer)

@@ -19,6 +19,7 @@ from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse
 
 from app.config import X402Settings
+from app.payments.cdp import CDP_FACILITATOR_URL, CdpAuth
 
 
 class Facilitator(Protocol):
@@ -87,6 +88,11 @@ def build_facilitator(
     x402: X402Settings, network_caip2: str, settle_timeout_seconds: float = 30
 ) -> Facilitator | None:
     """The configured facilitator, or None when payments cannot be settled here."""
+    if x402.cdp_api_key_id and x402.cdp_api_key_secret:
+        url = x402.facilitator_url or CDP_FACILITATOR_URL
+        auth = CdpAuth(x402.cdp_api_key_id, x402.cdp_api_key_secret, url)
+        cdp: Facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=url, auth_provider=auth))
+        return cdp
     if x402.facilitator_url:
         client: Facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=x402.facilitator_url))
         return client

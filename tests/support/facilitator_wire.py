@@ -1,12 +1,14 @@
 """A local x402 facilitator over HTTP (POST /verify, POST /settle, GET /supported), backed by
 x402's own in-process facilitator on the dev chain: the remote-facilitator path, offline.
-Every request body is recorded so tests can check what Engram sent, and a test can hold
+Every request body is recorded so tests can check what Engram sent, a test can check each
+request's credentials (`authorize`, CDP's JWT), and a test can hold
 /verify or /settle (`held(path)`) to catch a request in the middle of paying."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from x402 import x402FacilitatorSync
@@ -20,7 +22,17 @@ from tests.support.wire import JsonHandler, LocalServer
 class _Handler(JsonHandler):
     server: LocalFacilitatorServer
 
+    def _refused(self, method: str) -> bool:
+        """The server's `authorize` (when set) turns the request down: a 401."""
+        check = self.server.authorize
+        if check is None or check(method, self.path, dict(self.headers)):
+            return False
+        self._reply(401, {"error": "unauthorized"})
+        return True
+
     def do_GET(self) -> None:
+        if self._refused("GET"):
+            return None
         if self.path != "/supported":
             return self._reply(404, {"error": "not found"})
         supported = self.server.facilitator.get_supported()
@@ -28,6 +40,8 @@ class _Handler(JsonHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self._refused("POST"):
+            return None
         self.server.requests.append({"path": self.path, "body": body})
         if self.path in self.server.arrived:
             self.server.arrived[self.path].set()
@@ -51,6 +65,8 @@ class LocalFacilitatorServer(LocalServer):
         config = ExactEvmSchemeConfig(simulate_in_settle=True)
         self.facilitator.register([network], ExactEvmFacilitatorScheme(signer, config))
         self.requests: list[dict[str, Any]] = []
+        # (method, path, headers) -> whether to serve it; None serves everything
+        self.authorize: Callable[[str, str, dict[str, str]], bool] | None = None
         self.gates = {path: threading.Event() for path in ("/verify", "/settle")}
         self.arrived = {path: threading.Event() for path in self.gates}
         for gate in self.gates.values():
