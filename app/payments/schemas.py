@@ -10,8 +10,10 @@ from app.kit.errors import ErrorBody
 
 
 class Payment(Struct):
-    """A settled x402 payment: `payer` paid for a call made as `wallet` (the same, unless a
-    wallet's call was paid by another)."""
+    """An x402 payment: `payer` paid for a call made as `wallet` (the same, unless a wallet's
+    call was paid by another). `status`: `settled` (paid and served), `pending` (its settlement
+    not resolved yet) or `redeemable` (paid, its work not done: the same proof and request redeem
+    it)."""
 
     id: str
     payer: str

@@ -90,24 +90,33 @@ def payer(chain: DevChain) -> LocalAccount:
     return account
 
 
-@pytest.mark.parametrize("make_secret", [ec_secret, ed25519_secret], ids=["ES256", "EdDSA"])
-async def test_a_paid_call_settles_through_a_facilitator_that_checks_cdp_tokens(
-    settings: Settings, chain: DevChain, payer: LocalAccount, database_url: str, make_secret: Any
-) -> None:
-    secret, public_key = make_secret()
+async def _pay_once(
+    settings: Settings, chain: DevChain, payer: LocalAccount, secret: str, checker_key: Any
+) -> tuple[Any, CdpChecker]:
+    """One paid store through a local facilitator that checks CDP tokens against
+    `checker_key`, Engram holding the API key `secret`: the paid call's response."""
     with LocalFacilitatorServer(chain.relayer.key.hex(), chain.rpc_url, "eip155:8453") as remote:
-        checker = CdpChecker(public_key, remote.url.removeprefix("http://"))
+        checker = CdpChecker(checker_key, remote.url.removeprefix("http://"))
         remote.authorize = checker
         app = create_app(changed(settings, limits={"free_tier_calls": 0}, x402={
             "pay_to": str(Account.create().address), "facilitator_url": remote.url,
             "cdp_api_key_id": KEY_ID, "cdp_api_key_secret": secret,
         }))  # fmt: skip
         async with AsyncTestClient(app=app, timeout=60) as client:
-            body = {"content": f"Settled by CDP {uuid.uuid4()}"}
+            body = {"content": f"Paid through CDP {uuid.uuid4()}"}
             r = await client.post("/v1/store", json=body, headers=auth(payer))
             name, value = sign_proof(payer, offer_of(r))
             r = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
-            assert r.status_code == 201, r.text
+    return r, checker
+
+
+@pytest.mark.parametrize("make_secret", [ec_secret, ed25519_secret], ids=["ES256", "EdDSA"])
+async def test_a_paid_call_settles_through_a_facilitator_that_checks_cdp_tokens(
+    settings: Settings, chain: DevChain, payer: LocalAccount, database_url: str, make_secret: Any
+) -> None:
+    secret, public_key = make_secret()
+    r, checker = await _pay_once(settings, chain, payer, secret, public_key)
+    assert r.status_code == 201, r.text
     assert [s["path"] for s in checker.seen] == ["/verify", "/settle"]
     assert all(s["header"]["alg"] == ("ES256" if make_secret is ec_secret else "EdDSA")
                for s in checker.seen)  # fmt: skip
@@ -120,19 +129,9 @@ async def test_a_token_of_another_key_is_refused_and_nothing_is_charged(
 ) -> None:
     secret, _ = ec_secret()
     _, other_public = ec_secret()
-    with LocalFacilitatorServer(chain.relayer.key.hex(), chain.rpc_url, "eip155:8453") as remote:
-        remote.authorize = CdpChecker(other_public, remote.url.removeprefix("http://"))
-        app = create_app(changed(settings, limits={"free_tier_calls": 0}, x402={
-            "pay_to": str(Account.create().address), "facilitator_url": remote.url,
-            "cdp_api_key_id": KEY_ID, "cdp_api_key_secret": secret,
-        }))  # fmt: skip
-        async with AsyncTestClient(app=app, timeout=60) as client:
-            body = {"content": f"Refused by CDP {uuid.uuid4()}"}
-            r = await client.post("/v1/store", json=body, headers=auth(payer))
-            name, value = sign_proof(payer, offer_of(r))
-            r = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
-            assert r.status_code == 402, r.text
-            assert r.json()["error"]["details"]["reason"] == "unexpected_verify_error"
+    r, _ = await _pay_once(settings, chain, payer, secret, other_public)
+    assert r.status_code == 402, r.text
+    assert r.json()["error"]["details"]["reason"] == "unexpected_verify_error"
     assert chain.usdc_balance(payer.address) == 1_000_000
     assert await count_memories(database_url, payer.address) == 0
 

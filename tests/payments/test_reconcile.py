@@ -126,6 +126,8 @@ async def test_a_settlement_whose_answer_never_comes_is_reconciled_and_redeemed(
             assert [r["status"] for r in await _ledger(database_url, payer.address)] == [
                 "redeemable"
             ]
+            listed = (await client.get("/v1/payments", headers=auth(payer))).json()
+            assert [p["status"] for p in listed["payments"]] == ["redeemable"]
             # another request with that proof is still refused
             other = await client.post("/v1/store", json={"content": "other"}, headers=headers)
             assert other.status_code == 402, other.text
