@@ -70,6 +70,8 @@ from app.tags.controller import TagController
 from app.tags.service import TagService
 from app.transfer.controller import TransferController
 from app.transfer.service import ImportLane, TransferService
+from app.usage.controller import UsageController
+from app.usage.service import UsageService
 
 
 def _version() -> str:
@@ -140,6 +142,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         max_timeout_seconds=settings.x402.max_timeout_seconds,
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
+    usage = UsageService(free_tier, network.decimals)
     rpc_url = settings.x402.rpc_url
     reconciler = Reconciler(
         ChainReader(rpc_url) if rpc_url else None, settings.x402.reconcile_after_seconds
@@ -207,6 +210,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         "tags_service": TagService(),
         "grants_service": GrantService(),
         "agents_service": AgentService(),
+        "usage_service": usage,
         "free_tier": free_tier,
         "sessions": sessions,
         "wallet_verifier": wallet_verifier,
@@ -218,7 +222,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "settings": settings,
             "shared": shared,
             "embedder": embedder,
-            "payment_gate": Gate(free_tier, x402, settings.x402.prices_usd),
+            "payment_gate": Gate(free_tier, x402, settings.x402.prices_usd, usage),
             "version": _version(),
         }
     )
@@ -243,6 +247,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             TransferController,
             GrantController,
             AgentController,
+            UsageController,
             mcp.route,
         ],
         guards=[only_where_grants_reach],

@@ -1,5 +1,5 @@
-"""How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migration
-0011 applies when the `citus` extension is installed, and that the tests hold the schema and
+"""How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
+0011 and 0013 apply when the `citus` extension is installed, and that the tests hold the schema and
 every repository statement to (tests/db/test_distribution.py, tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
@@ -16,6 +16,7 @@ BY_WALLET: dict[str, str] = {
     "memory_history": "user_id",
     "memory_relations": "user_id",
     "payments": "wallet",
+    "usage_daily": "wallet",
 }
 
 # Distributed by another column, alone: sign-in nonces, looked up by the nonce only.

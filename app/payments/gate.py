@@ -29,6 +29,7 @@ from app.api.state import state_of
 from app.auth.free_tier import FreeTier
 from app.payments.prices import price_of
 from app.payments.service import PaidCall, X402Charge, X402Service
+from app.usage.service import UsageService, endpoint_label
 
 AnyRequest = Request[Any, Any, Any]
 
@@ -72,6 +73,11 @@ def _ledger(request: AnyRequest) -> asyncpg.Pool:
     return pool
 
 
+def _endpoint(request: AnyRequest) -> str:
+    """The metered route, as usage counts it."""
+    return endpoint_label(request.method, request.scope.get("path_template") or request.url.path)
+
+
 def paid_call(request: AnyRequest) -> PaidCall:
     """The plain values the payment rules need from a request."""
     return PaidCall(
@@ -98,11 +104,16 @@ class PaymentGate(Protocol):
 
 class Gate:
     def __init__(
-        self, free_tier: FreeTier, x402: X402Service, prices_usd: Mapping[str, Decimal]
+        self,
+        free_tier: FreeTier,
+        x402: X402Service,
+        prices_usd: Mapping[str, Decimal],
+        usage: UsageService,
     ) -> None:
         self.free_tier = free_tier
         self.x402 = x402
         self.prices_usd = prices_usd
+        self.usage = usage
 
     async def authorize(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge:
         wallet: str | None = request.scope.get("user")
@@ -142,12 +153,14 @@ class Gate:
             state["paid_response_headers"] = await self.x402.complete(
                 conn, charge.payment, charge.wallet, settled, state.get("captured_response")
             )
+            await self.usage.count_call(conn, charge.wallet, _endpoint(request), paid=True)
         elif isinstance(charge, FreeCall):
             left = await self.free_tier.consume(conn, charge.wallet)
             if left is None:  # another request took the last free call meanwhile
                 state["free_tier_remaining"] = 0
                 self._require_payment(request, charge.price, "Free tier used up")
             state["free_tier_remaining"] = left
+            await self.usage.count_call(conn, charge.wallet, _endpoint(request), paid=False)
 
     async def unfinished(self, request: AnyRequest, charge: Charge) -> None:
         """The request's transaction failed after its payment settled: keep it redeemable."""

@@ -60,16 +60,22 @@ async def test_every_table_has_a_place_in_the_layout(database_url: str) -> None:
     assert tables == placed
 
 
-def test_the_migration_distributes_by_the_layout() -> None:
-    path = next(shipped("alembic").glob("versions/*_0011_keys_by_wallet.py"))
-    spec = importlib.util.spec_from_file_location("migration_0011", path)
+def _migration(path):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
-    migration = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(migration)
-    distributed = {table: column for table, column, _ in migration.DISTRIBUTED}
-    assert distributed == {**BY_WALLET, **BY_OTHER}
-    assert set(migration.REFERENCE) == set(REFERENCE)
-    colocated = {t for t, _, with_ in migration.DISTRIBUTED if with_ == "memories"}
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_migrations_distribute_by_the_layout() -> None:
+    migrations = [_migration(p) for p in sorted(shipped("alembic").glob("versions/*.py"))]
+    placed = [row for m in migrations for row in getattr(m, "DISTRIBUTED", [])]
+    assert {table: column for table, column, _ in placed} == {**BY_WALLET, **BY_OTHER}
+    assert len(placed) == len({table for table, _, _ in placed})  # each table once
+    references = [t for m in migrations for t in getattr(m, "REFERENCE", [])]
+    assert set(references) == set(REFERENCE)
+    colocated = {t for t, _, with_ in placed if with_ == "memories"}
     assert colocated == set(BY_WALLET) - {"memories"}
 
 

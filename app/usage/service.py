@@ -1,0 +1,98 @@
+"""Usage: what a wallet's metered calls were, per day and endpoint, and what it paid, from
+Engram's own records (usage_daily, written in each metered call's transaction, and the payments
+ledger). Free routes (list, get, ...) are not metered and not counted."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import asyncpg
+
+from app.auth.free_tier import FreeTier
+from app.kit.errors import InvalidInput
+from app.usage import repository
+from app.usage.schemas import Usage, UsageDay, UsageTotals
+
+# A report covers at most this many days (a year and a day: a leap year's worth).
+MAX_DAYS = 366
+DEFAULT_DAYS = 30
+BUCKETS = ("day",)
+_CONVERTER = re.compile(r":[a-z]+}")
+
+
+def endpoint_label(method: str, path_template: str) -> str:
+    """`PATCH /v1/memories/{memory_id}`: the route, never the path (ids would make every call
+    its own endpoint)."""
+    return f"{method} {_CONVERTER.sub('}', path_template)}"
+
+
+def parse_day(value: str | None, field: str, default: date) -> date:
+    if value is None:
+        return default
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{field} must be a date, YYYY-MM-DD", {"field": field}) from exc
+
+
+def report_days(first: str | None, last: str | None, bucket: str) -> tuple[date, date]:
+    """The [from, to] days a report covers, checked: to defaults to today (UTC), from to the
+    30 days ending there."""
+    if bucket not in BUCKETS:
+        raise InvalidInput(f"bucket must be one of {', '.join(BUCKETS)}", {"field": "bucket"})
+    to = parse_day(last, "to", datetime.now(UTC).date())
+    start = parse_day(first, "from", to - timedelta(days=DEFAULT_DAYS - 1))
+    if start > to:
+        raise InvalidInput("from must not be after to", {"field": "from"})
+    if (to - start).days + 1 > MAX_DAYS:
+        raise InvalidInput(f"a report covers at most {MAX_DAYS} days", {"field": "from"})
+    return start, to
+
+
+class UsageService:
+    def __init__(self, free_tier: FreeTier, decimals: int) -> None:
+        self.free_tier = free_tier
+        self.unit = Decimal(10) ** decimals  # atomic units per USDC
+
+    async def count_call(
+        self, conn: asyncpg.Connection, wallet: str, endpoint: str, paid: bool
+    ) -> None:
+        await repository.count_call(conn, wallet, endpoint, paid)
+
+    async def report(
+        self, conn: asyncpg.Connection, wallet: str, first: date, last: date, bucket: str
+    ) -> Usage:
+        calls = await repository.calls_by_day(conn, wallet, first, last)
+        paid = {r["day"]: Decimal(r["amount"]) for r in await repository.paid_by_day(
+            conn, wallet, first, last
+        )}  # fmt: skip
+        days = {
+            first + timedelta(days=n): UsageDay(str(first + timedelta(days=n)), {}, 0, 0, "0")
+            for n in range((last - first).days + 1)
+        }
+        for row in calls:
+            day = days[row["day"]]
+            day.calls[row["endpoint"]] = row["free_calls"] + row["paid_calls"]
+            day.free_calls += row["free_calls"]
+            day.paid_calls += row["paid_calls"]
+        for when, amount in paid.items():
+            days[when].paid_usdc = self._usdc(amount)
+        listed = list(days.values())
+        return Usage(
+            free_tier=await self.free_tier.status(conn, wallet),
+            days=listed,
+            totals=UsageTotals(
+                calls=sum(d.free_calls + d.paid_calls for d in listed),
+                free_calls=sum(d.free_calls for d in listed),
+                paid_calls=sum(d.paid_calls for d in listed),
+                paid_usdc=self._usdc(sum(paid.values(), Decimal(0))),
+            ),
+            to=str(last),
+            bucket=bucket,
+            from_=str(first),
+        )
+
+    def _usdc(self, atomic: Decimal) -> str:
+        return format((atomic / self.unit).normalize(), "f")
