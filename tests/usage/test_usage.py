@@ -17,6 +17,7 @@ from app.config import Settings
 from app.dev.chain import DevChain
 from tests.support.api import auth, store_memory
 from tests.support.settings import changed
+from tests.support.team import as_agent, as_grantee, delegate, forbidden, grant
 from tests.support.x402 import offer_of, sign_proof
 
 
@@ -123,3 +124,14 @@ async def test_paid_calls_and_the_usdc_they_paid(
     assert (today["free_calls"], today["paid_calls"], today["paid_usdc"]) == (0, 2, "0.01")
     assert usage["totals"]["paid_usdc"] == "0.01"
     assert usage["free_tier"]["free_tier_remaining"] == 0
+
+
+async def test_a_grantee_or_an_agent_key_cannot_read_the_owners_usage(
+    client: AsyncTestClient, wallet: LocalAccount, other_wallet: LocalAccount
+) -> None:
+    agent = Account.create()
+    await grant(client, wallet, other_wallet, "write", "team")
+    await delegate(client, wallet, agent, ["write"], None)
+    for headers in (as_grantee(other_wallet, wallet), as_agent(agent, wallet)):
+        r = await client.get("/v1/usage", headers=headers)
+        assert forbidden(r), r.text
