@@ -125,7 +125,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
         merge_namespaces=settings.limits.merge_namespaces,
         rerank=Rerank(reranker, recall.rerank, recall.rerank_candidates),
     )
-    shared = build_shared_store(settings.database.redis_url)
+    shared = build_shared_store(
+        settings.database.redis_url, settings.database.redis_timeout_ms / 1000
+    )
     auth = settings.auth
     wallet_verifier = WalletVerifier(auth.window_seconds)
     # Configured keys, or (none configured) the database's generated secret, loaded at startup.

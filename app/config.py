@@ -191,6 +191,10 @@ class DatabaseSettings(SettingsGroup):
     pool_max: int = env("ENGRAM_DB_POOL_MAX", 20, integer)
     # state shared by every instance (rate limits, payments in flight); None -> in-process
     redis_url: str | None = env("ENGRAM_REDIS_URL", None, text)
+    # How long one Redis call may take before it counts as a failure (app/shared/store.py): a
+    # local Redis answers in well under a millisecond; a remote one, or a saturated host, may
+    # need more before the circuit opens and rate limits fall back to per-process counts.
+    redis_timeout_ms: int = env("ENGRAM_REDIS_TIMEOUT_MS", 250, positive_integer)
 
 
 @dataclass(frozen=True)

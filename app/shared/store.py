@@ -186,5 +186,7 @@ class RedisStore:
         await self._redis.aclose()
 
 
-def build_shared_store(redis_url: str | None) -> SharedStore:
-    return RedisStore(redis_url) if redis_url else InProcessStore()
+def build_shared_store(
+    redis_url: str | None, timeout_seconds: float = REDIS_SOCKET_TIMEOUT_SECONDS
+) -> SharedStore:
+    return RedisStore(redis_url, socket_timeout=timeout_seconds) if redis_url else InProcessStore()

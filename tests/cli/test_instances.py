@@ -44,6 +44,10 @@ def instances(
     env = {
         "ENGRAM_DATABASE_URL": database_url,
         "ENGRAM_REDIS_URL": REDIS_URL,
+        # a healthy Redis on a saturated 2-core host may take over 250 ms to answer (the suite
+        # runs beside these three): these invariants are about a healthy Redis, the outage is
+        # tests/cli/test_chaos.py's (CI once saw the rate limit counted per process here)
+        "ENGRAM_REDIS_TIMEOUT_MS": "2000",
         "ENGRAM_FREE_TIER_CALLS": str(FREE_TIER),
         "ENGRAM_RATE_LIMIT_PER_MINUTE": str(RATE_LIMIT),
         "ENGRAM_X402_PAY_TO": pay_to,
@@ -102,23 +106,15 @@ async def test_the_free_tier_is_one_count_across_instances(instances: list[str])
 
 
 async def test_the_rate_limit_is_one_limit_across_instances(instances: list[str]) -> None:
+    wallet = Account.create()
+    early_in_a_minute()
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=60)) as http:
-        # The limit counts per calendar minute: a burst that a loaded machine stretches over a
-        # minute's end meets two windows, so it is sent again, by a new wallet, in one.
-        for _ in range(3):
-            wallet = Account.create()
-            early_in_a_minute()
-            minute = int(time.time() // 60)
 
-            async def status(n: int, wallet: LocalAccount = wallet) -> httpx.Response:
-                return await http.get(f"{instances[n % INSTANCES]}/v1/free-tier/status",
-                                      headers=auth(wallet))  # fmt: skip
+        async def status(n: int) -> httpx.Response:
+            return await http.get(f"{instances[n % INSTANCES]}/v1/free-tier/status",
+                                  headers=auth(wallet))  # fmt: skip
 
-            answers = await spread(RATE_LIMIT + 30, status)
-            if int(time.time() // 60) == minute:
-                break
-        else:
-            pytest.fail("no burst fitted in one calendar minute")
+        answers = await spread(RATE_LIMIT + 30, status)
     statuses = [r.status_code for r in answers]
     assert statuses.count(200) == RATE_LIMIT and statuses.count(429) == 30, {
         s: statuses.count(s) for s in set(statuses)

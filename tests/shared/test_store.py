@@ -142,3 +142,16 @@ async def test_payment_claims_move_to_postgres_while_redis_is_down(database_url:
         await first.close()
         await second.close()
         await guard.store.close()
+
+
+async def test_the_redis_timeout_is_the_operators_setting(make_app) -> None:
+    """ENGRAM_REDIS_TIMEOUT_MS reaches every Redis call's socket (a remote Redis needs more)."""
+    app = make_app(database={"redis_url": REDIS_URL, "redis_timeout_ms": 1500})
+    shared = app.state.shared
+    assert isinstance(shared, RedisStore)
+    kwargs = shared._redis.connection_pool.connection_kwargs
+    assert kwargs["socket_timeout"] == 1.5
+    default = make_app(database={"redis_url": REDIS_URL}).state.shared
+    assert default._redis.connection_pool.connection_kwargs["socket_timeout"] == 0.25
+    await shared.close()
+    await default.close()
