@@ -12,6 +12,9 @@ from app.ai.embedders import Embedder
 from app.db import repository as db
 from app.memory import repository as repo
 
+# Wallets looked up per round (each is then re-embedded in full).
+WALLETS_PER_ROUND = 100
+
 
 async def reembed_all(
     conn: asyncpg.Connection,
@@ -19,17 +22,36 @@ async def reembed_all(
     batch: int,
     progress: Callable[[str], object] = lambda _: None,
 ) -> int:
-    """Re-embed in batches of `batch`, each batch its own transaction: an interrupted run keeps
-    what it did and the next one starts from what is left. Returns how many it re-embedded."""
+    """Re-embed wallet by wallet, in batches of `batch`, each batch its own transaction: an
+    interrupted run keeps what it did and the next one starts from what is left. Each batch
+    names its wallet, so on a distributed database (Citus) it runs on that wallet's shard.
+    Returns how many it re-embedded."""
     model = embedder.model_name
     done = 0
     while True:
+        wallets = await repo.wallets_embedded_otherwise(conn, model, WALLETS_PER_ROUND)
+        if not wallets:
+            await db.record_embedding_model(conn, model)
+            return done
+        for wallet in wallets:
+            done = await _reembed_wallet(conn, embedder, wallet, batch, done, progress)
+
+
+async def _reembed_wallet(
+    conn: asyncpg.Connection,
+    embedder: Embedder,
+    wallet: str,
+    batch: int,
+    done: int,
+    progress: Callable[[str], object],
+) -> int:
+    model = embedder.model_name
+    while True:
         async with conn.transaction():
-            rows = await repo.embedded_otherwise(conn, model, batch)
+            rows = await repo.embedded_otherwise(conn, wallet, model, batch)
             if not rows:
-                await db.record_embedding_model(conn, model)
                 return done
             result = await embedder.embed([r["content"] for r in rows])
-            await repo.set_embeddings(conn, rows, result.vectors, model)
+            await repo.set_embeddings(conn, wallet, rows, result.vectors, model)
         done += len(rows)
         progress(f"re-embedded {done} memories with {model}")

@@ -898,26 +898,41 @@ async def stats(conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
     return {"totals": totals, "by_type": by_type, "by_namespace": by_namespace}
 
 
-async def embedded_otherwise(
-    conn: asyncpg.Connection, model: str, limit: int
-) -> list[asyncpg.Record]:
-    """Up to `limit` memories (deleted ones too: a restore brings them back) whose vector comes
-    from another model than `model`, locked until the transaction ends."""
-    rows: list[asyncpg.Record] = await conn.fetch(
-        """SELECT user_id, id, content FROM memories WHERE embedding_model <> $1
-           LIMIT $2 FOR UPDATE SKIP LOCKED""",
+async def wallets_embedded_otherwise(conn: asyncpg.Connection, model: str, limit: int) -> list[str]:
+    """Up to `limit` wallets holding a memory whose vector comes from another model than
+    `model` (`engram reembed` then works wallet by wallet: on Citus, each on its shard)."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT user_id FROM memories WHERE embedding_model <> $1
+           ORDER BY user_id LIMIT $2""",
         model, limit,
+    )  # fmt: skip
+    return [str(r["user_id"]) for r in rows]
+
+
+async def embedded_otherwise(
+    conn: asyncpg.Connection, wallet: str, model: str, limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` of the wallet's memories (deleted ones too: a restore brings them back)
+    whose vector comes from another model than `model`, locked until the transaction ends."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT id, content FROM memories WHERE user_id = $1 AND embedding_model <> $2
+           LIMIT $3 FOR UPDATE SKIP LOCKED""",
+        wallet, model, limit,
     )  # fmt: skip
     return rows
 
 
 async def set_embeddings(
-    conn: asyncpg.Connection, rows: list[asyncpg.Record], vectors: list[np.ndarray], model: str
+    conn: asyncpg.Connection,
+    wallet: str,
+    rows: list[asyncpg.Record],
+    vectors: list[np.ndarray],
+    model: str,
 ) -> None:
-    """Each row's new vector, from `model`."""
+    """Each of the wallet's rows gets its new vector, from `model`."""
     await conn.execute(
         """UPDATE memories m SET embedding = u.embedding, embedding_model = $4
-           FROM unnest($1::text[], $2::uuid[], $3::vector[]) AS u(user_id, id, embedding)
-           WHERE m.user_id = u.user_id AND m.id = u.id""",
-        [r["user_id"] for r in rows], [r["id"] for r in rows], _vector_array(vectors), model,
+           FROM unnest($2::uuid[], $3::vector[]) AS u(id, embedding)
+           WHERE m.user_id = $1 AND m.id = u.id""",
+        wallet, [r["id"] for r in rows], _vector_array(vectors), model,
     )  # fmt: skip

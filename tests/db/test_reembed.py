@@ -160,3 +160,23 @@ async def test_a_database_from_before_the_model_was_recorded_serves(
         assert await conn.fetchval(recorded) == MODEL
     finally:
         await conn.close()
+
+
+async def test_every_wallet_is_reembedded_wallet_by_wallet(
+    make_app, database_url, wallet, other_wallet
+) -> None:
+    """Each batch is one wallet's (on Citus, one shard's), and every wallet gets done."""
+    url = await fresh_database(database_url)
+    await stored(make_app, url, wallet)
+    await stored(make_app, url, other_wallet)
+    await as_if_from(url, "old-model-v1")
+    conn = await asyncpg.connect(url)
+    await register_vector(conn)
+    try:
+        lines: list[str] = []
+        assert await reembed_all(conn, LocalMiniLMEmbedder(), batch=2, progress=lines.append) == 6
+        # 3 memories a wallet in batches of 2: 2 + 1, then 2 + 1
+        assert [int(line.split()[1]) for line in lines] == [2, 3, 5, 6]
+    finally:
+        await conn.close()
+    assert await models_of(url) == {MODEL}

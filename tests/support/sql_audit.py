@@ -40,10 +40,9 @@ EXCEPTIONS: dict[str, str] = {
     "app.db.repository.citus_installed": "start-up: which session settings the pool takes",
     "app.db.repository.commit_without_waiting_for_flush": "SET LOCAL, no table",
     "app.db.repository.plan_for_the_parameters": "SET LOCAL, no table",
-    # `engram reembed`, a maintenance run over every wallet after a model switch: its batches
-    # span wallets (on Citus, multi-shard; docs/scale-out.md).
-    "app.memory.repository.embedded_otherwise": "`engram reembed`: a batch across all wallets",
-    "app.memory.repository.set_embeddings": "`engram reembed`: a batch across all wallets",
+    "app.memory.repository.wallets_embedded_otherwise": (
+        "`engram reembed`, after a model switch: which wallets it has left to do"
+    ),
     "app.auth.repository.sweep_expired_nonces": "the timer's sweep, off the request path",
     "app.payments.repository.pending_before": "the reconciler, on a timer: pending rows of all wallets",
 }
