@@ -25,3 +25,8 @@ format: $(PY)
 	$(VENV)/bin/ruff check --fix app tests alembic
 
 check: lint test
+
+# The console's scripts (app/console/web -> app/console/static/dist); pip install runs this too.
+.PHONY: console
+console:
+	cd app/console/web && npm ci --no-audit --no-fund && npm run build

@@ -1,11 +1,19 @@
-"""Build step beyond pyproject.toml: ship the files Engram reads at run time that live beside the
-code in a checkout (the Alembic migrations, the dev chain's npm manifest) inside the `app`
-package, so a plain `pip install .` (a wheel) runs `engram serve` and `--dev-chain` as a
-checkout does. app/shipped.py finds them either way."""
+"""Build steps beyond pyproject.toml:
+
+- ship the files Engram reads at run time that live beside the code in a checkout (the Alembic
+  migrations, the dev chain's npm manifest) inside the `app` package, so a plain `pip install .`
+  (a wheel) runs `engram serve` and `--dev-chain` as a checkout does (app/shipped.py finds them
+  either way);
+- build the console's scripts (app/console/web, from the npm registry: Chart.js, Cytoscape.js,
+  esbuild) into app/console/static/dist, which the package data carries: a wheel holds them
+  built, so a pip user needs no Node.js. Editable installs build them too (the README's first
+  command), and `make console` rebuilds them after an edit."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -17,8 +25,36 @@ SHIPPED_DIRS = ("alembic",)
 SHIPPED_FILES = ("alembic.ini", "package.json", "package-lock.json")
 
 
+CONSOLE_WEB = ROOT / "app" / "console" / "web"
+CONSOLE_DIST = ROOT / "app" / "console" / "static" / "dist"
+CONSOLE_SCRIPTS = ("signin.js", "memory.js", "usage.js")
+
+
+def console_built() -> bool:
+    """The console's scripts are built, and newer than every source and the lock file."""
+    built = [CONSOLE_DIST / name for name in CONSOLE_SCRIPTS]
+    if not all(p.is_file() for p in built):
+        return False
+    sources = [*CONSOLE_WEB.joinpath("src").rglob("*.js"), CONSOLE_WEB / "package-lock.json"]
+    return min(p.stat().st_mtime for p in built) >= max(p.stat().st_mtime for p in sources)
+
+
+def build_console() -> None:
+    if console_built() or not CONSOLE_WEB.is_dir():
+        return  # built already, or an sdist that carries the built scripts only
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit(
+            "engram: building the console's scripts needs npm (Node.js >= 20); install it, or"
+            " install Engram from a wheel, which carries them built"
+        )
+    for step in (["ci", "--no-audit", "--no-fund"], ["run", "build"]):
+        subprocess.run([npm, *step], cwd=CONSOLE_WEB, check=True, stdout=subprocess.DEVNULL)
+
+
 class BuildPyShipped(build_py):
     def run(self) -> None:
+        build_console()
         super().run()
         if getattr(self, "editable_mode", False):
             return  # an editable install reads the checkout itself

@@ -14,6 +14,8 @@ from litestar.config.app import AppConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.template.config import TemplateConfig
 
 from app import DISTRIBUTION
 from app.agents.controller import AgentController
@@ -37,6 +39,10 @@ from app.auth.session import SessionTokens, parse_keys
 from app.auth.signature import WalletVerifier
 from app.auth.siwx import NONCE_SWEEP_SECONDS, SiwxVerifier
 from app.config import Settings
+from app.console.controller import TEMPLATES, console_router
+from app.console.middleware import ConsoleMiddleware
+from app.console.service import SWEEP_SECONDS as CONSOLE_SWEEP_SECONDS
+from app.console.service import ConsoleSessions
 from app.consolidate.controller import ConsolidateController
 from app.consolidate.service import ConsolidateService
 from app.context.controller import ContextController
@@ -144,6 +150,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         max_timeout_seconds=settings.x402.max_timeout_seconds,
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
+    console_sessions = ConsoleSessions(auth.console_session_ttl_seconds)
     usage = UsageService(free_tier, network.decimals)
     rpc_url = settings.x402.rpc_url
     reconciler = Reconciler(
@@ -174,7 +181,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
                     lambda: siwx.sweep_expired(pool),
                     "nonce sweep",
                     first_after=NONCE_SWEEP_SECONDS,
-                )
+                ),
+                every(
+                    CONSOLE_SWEEP_SECONDS,
+                    lambda: console_sessions.sweep(pool),
+                    "console sign-in sweep",
+                    first_after=CONSOLE_SWEEP_SECONDS,
+                ),
             ]
             if x402.enabled:  # on start, then on a timer
                 timers.append(every(RECONCILE_EVERY_SECONDS, lambda: reconciler.run_once(ledger),
@@ -217,6 +230,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         "sessions": sessions,
         "wallet_verifier": wallet_verifier,
         "siwx": siwx,
+        "console_sessions": console_sessions,
     }
     state = State(
         {
@@ -251,6 +265,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             AgentController,
             UsageController,
             mcp.route,
+            console_router(),
         ],
         guards=[only_where_grants_reach],
         dependencies={
@@ -261,6 +276,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[
             ObserveMiddleware(),
             WalletAuthMiddleware(wallet_verifier, sessions, siwx, settings.server.public_url),
+            ConsoleMiddleware(console_sessions, settings.server.public_url),
             RateLimitMiddleware(shared, settings.limits.rate_limit_per_minute),
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
@@ -270,6 +286,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         lifespan=[lifespan, mcp.lifespan],  # the pool first: MCP tool calls use it
         state=state,
         request_class=BoundedRequest,
+        template_config=TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine),
         request_max_body_size=settings.limits.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="Engram",

@@ -205,6 +205,8 @@ class AuthSettings(SettingsGroup):
     # Empty: one secret generated on first start and kept in the database's engram_settings.
     jwt_secrets: tuple[str, ...] = env("ENGRAM_JWT_SECRETS", (), comma_list, secret=True)
     session_ttl_seconds: int = env("ENGRAM_SESSION_TTL_SECONDS", 7 * 86_400, integer)
+    # How long a console sign-in lasts (app/console/service.py); signing out ends it sooner.
+    console_session_ttl_seconds: int = env("ENGRAM_CONSOLE_SESSION_TTL_SECONDS", 8 * 3600, integer)
 
 
 @dataclass(frozen=True)

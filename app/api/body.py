@@ -5,7 +5,8 @@ PostgreSQL text cannot hold U+0000: a body's structs refuse it as they are decod
 (app/kit/schemas.py), and every query string is refused here, before any parameter is parsed.
 
 A body sent with an explicit content type other than JSON (`text/plain`, a form) is refused with
-415: Litestar would otherwise decode it as JSON all the same. A body with no content type is
+415: Litestar would otherwise decode it as JSON all the same. The console's form posts are the
+exception: their handlers say so (`opt=takes_form()`) and take url-encoded bodies only. A body with no content type is
 read as JSON, as before (lenient for hand-written clients).
 
 msgspec (and the stdlib json module) guard their recursion with Python's recursion limit, but
@@ -89,10 +90,28 @@ class BoundedRequest(Request[Any, Any, Any]):
     async def body(self) -> bytes:
         body = await super().body()
         if not self._body_checked and body:
-            check_json_media_type(self.headers.get("content-type"))
-            check_json_depth(body)
+            if not self._form_allowed():
+                check_json_media_type(self.headers.get("content-type"))
+                check_json_depth(body)
             self._body_checked = True
         return body
+
+
+    def _form_allowed(self) -> bool:
+        """A form, sent to a route that takes one (the console's: `opt=takes_form()`)."""
+        content_type = (self.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+        handler = self.scope.get("route_handler")
+        opt = getattr(handler, "opt", None) or {}
+        return content_type == FORM_MEDIA_TYPE and bool(opt.get(FORM_OPT))
+
+
+FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
+FORM_OPT = "takes_form"
+
+
+def takes_form() -> dict[str, Any]:
+    """Handler `opt` for a route whose body is an HTML form (url-encoded), not JSON."""
+    return {FORM_OPT: True}
 
 
 def check_query_string(request: Request[Any, Any, Any]) -> None:

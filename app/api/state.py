@@ -12,6 +12,7 @@ from typing import TypedDict, cast
 from litestar.types import Scope
 
 from app.agents.schemas import Delegation
+from app.console.service import ConsoleSession
 from app.payments.service import CapturedResponse, Settled
 
 
@@ -23,6 +24,8 @@ class RequestState(TypedDict, total=False):
     settled_payment: Settled  # once settled on chain (before its work commits)
     relaxed_commit: bool  # the handler's own writes are bookkeeping only (recall's counts)
     delegation: Delegation  # an agent key acting for its owner (x-wallet-owner)
+    console_session: ConsoleSession  # the console's signed-in browser (its cookie's session)
+    console_token: str  # that cookie's value (signing out ends its session)
 
 
 def state_of(scope: Scope) -> RequestState:

@@ -108,7 +108,15 @@ class SiwxVerifier:
     async def verify(self, conn: asyncpg.Connection, raw: str, origin: str) -> str:
         """The lower-cased wallet of a SIGN-IN-WITH-X header, its nonce used up; else raises
         WalletAuthError saying why."""
-        wallet, nonce = await self.signer_of(raw, origin)
+        return await self.verify_payload(conn, read_payload(raw), origin)
+
+    async def verify_payload(self, conn: asyncpg.Connection, payload: SIWxPayload,
+                             origin: str) -> str:  # fmt: skip
+        """verify() for a payload already read (the console's browser sign-in sends it as JSON)."""
+        try:
+            wallet, nonce = await self._signed_by(payload, origin), payload.nonce
+        except UNREADABLE_VALUES as exc:
+            raise WalletAuthError(f"Malformed SIGN-IN-WITH-X proof: {exc}") from exc
         if not NONCE_RE.match(nonce) or not await repository.consume_nonce(conn, nonce):
             raise WalletAuthError(
                 "SIGN-IN-WITH-X refused: its nonce is unknown, expired or already used; get a"

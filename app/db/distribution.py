@@ -1,6 +1,6 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011 and 0013 apply when the `citus` extension is installed, and that the tests hold the schema and
-every repository statement to (tests/db/test_distribution.py, tests/support/sql_audit.py).
+0011, 0013 and 0014 apply when the `citus` extension is installed, and that the tests hold the
+schema and every repository statement to (tests/db/test_distribution.py, tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
 statement that names a wallet touches one shard group, and a request's transaction stays on one
@@ -19,8 +19,13 @@ BY_WALLET: dict[str, str] = {
     "usage_daily": "wallet",
 }
 
-# Distributed by another column, alone: sign-in nonces, looked up by the nonce only.
-BY_OTHER: dict[str, str] = {"auth_nonces": "nonce"}
+# Distributed by another column, alone: sign-in nonces, looked up by the nonce only; the
+# console's sessions and sign-in links, by the hash of their token only.
+BY_OTHER: dict[str, str] = {
+    "auth_nonces": "nonce",
+    "console_sessions": "token_hash",
+    "console_links": "token_hash",
+}
 
 # Reference tables (a copy on every node): small, read from every shard's requests, written
 # rarely. Grants and delegations are read by grantee or agent as well as by owner.

@@ -78,7 +78,7 @@ class UsageService:
             day.free_calls += row["free_calls"]
             day.paid_calls += row["paid_calls"]
         for when, amount in paid.items():
-            days[when].paid_usdc = self._usdc(amount)
+            days[when].paid_usdc = self.usdc(amount)
         listed = list(days.values())
         return Usage(
             free_tier=await self.free_tier.status(conn, wallet),
@@ -87,12 +87,12 @@ class UsageService:
                 calls=sum(d.free_calls + d.paid_calls for d in listed),
                 free_calls=sum(d.free_calls for d in listed),
                 paid_calls=sum(d.paid_calls for d in listed),
-                paid_usdc=self._usdc(sum(paid.values(), Decimal(0))),
+                paid_usdc=self.usdc(sum(paid.values(), Decimal(0))),
             ),
             to=str(last),
             bucket=bucket,
             from_=str(first),
         )
 
-    def _usdc(self, atomic: Decimal) -> str:
+    def usdc(self, atomic: Decimal) -> str:
         return format((atomic / self.unit).normalize(), "f")

@@ -1,0 +1,84 @@
+"""Who a console request is, and the rule that keeps the console's cookie to Engram's own pages.
+
+- On every route, the REST ones included: a request that carries the console's session cookie
+  and an `Origin` other than Engram's own is refused (403), before anything else reads it. A
+  page elsewhere can make a browser send the cookie only with its own Origin.
+- On /console routes: the cookie's live session puts its wallet on the request (`scope["user"]`,
+  as the wallet auth middleware does for the REST routes), so the same access rules and the
+  per-wallet rate limit apply; the session itself rides on the request for the CSRF check.
+"""
+
+from __future__ import annotations
+
+from http.cookies import CookieError, SimpleCookie
+
+from litestar.datastructures import Headers
+from litestar.enums import ScopeType
+from litestar.middleware import ASGIMiddleware
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from app.api.state import state_of
+from app.auth.middleware import database, origin_of_request
+from app.console.service import ConsoleSessions
+from app.kit.errors import Forbidden
+
+COOKIE_NAME = "engram_console"
+CONSOLE_PATH = "/console"
+
+
+def cookie_token(headers: Headers) -> str | None:
+    """The console cookie's value, if the request carries one."""
+    raw = headers.get("cookie")
+    if not raw or COOKIE_NAME not in raw:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(raw)
+    except CookieError:
+        return None
+    morsel = jar.get(COOKIE_NAME)
+    return morsel.value if morsel is not None and morsel.value else None
+
+
+def foreign_origin(scope: Scope, headers: Headers, public_url: str | None) -> str | None:
+    """The request's Origin when it is not Engram's own (a missing Origin is not foreign)."""
+    origin = headers.get("origin")
+    if origin is None or origin == origin_of_request(scope, public_url):
+        return None
+    return origin
+
+
+class ConsoleMiddleware(ASGIMiddleware):
+    scopes = (ScopeType.HTTP,)
+
+    def __init__(self, sessions: ConsoleSessions, public_url: str | None = None) -> None:
+        self.sessions = sessions
+        self.public_url = public_url
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        headers = Headers.from_scope(scope)
+        token = cookie_token(headers)
+        if token is not None:
+            refuse_foreign_origin(scope, headers, self.public_url)
+            if str(scope["path"]).startswith(CONSOLE_PATH):
+                await self._identify(scope, token)
+        await next_app(scope, receive, send)
+
+    async def _identify(self, scope: Scope, token: str) -> None:
+        async with database(scope) as conn:
+            session = await self.sessions.find(conn, token)
+        if session is not None:
+            scope["user"] = session.wallet
+            state = state_of(scope)
+            state["console_session"] = session
+            state["console_token"] = token
+
+
+def refuse_foreign_origin(scope: Scope, headers: Headers, public_url: str | None) -> None:
+    origin = foreign_origin(scope, headers, public_url)
+    if origin is not None:
+        raise Forbidden(
+            f"A request with the console's session cookie must come from Engram's own pages;"
+            f" Origin {origin!r} is not",
+            {"header": "origin"},
+        )
