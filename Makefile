@@ -30,3 +30,8 @@ check: lint test
 .PHONY: console
 console:
 	cd app/console/web && npm ci --no-audit --no-fund && npm run build
+
+# The README's console pictures, taken by the browser tests.
+.PHONY: screenshots
+screenshots: $(PY)
+	ENGRAM_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(PY) -m pytest -o addopts="" -n 0 tests/console/test_browser.py -k search

@@ -6,8 +6,8 @@ PostgreSQL text cannot hold U+0000: a body's structs refuse it as they are decod
 
 A body sent with an explicit content type other than JSON (`text/plain`, a form) is refused with
 415: Litestar would otherwise decode it as JSON all the same. The console's form posts are the
-exception: their handlers say so (`opt=takes_form()`) and take url-encoded bodies only. A body with no content type is
-read as JSON, as before (lenient for hand-written clients).
+exception: their handlers say so (`opt=takes_form()`) and take url-encoded bodies only. A body
+with no content type is read as JSON, as before (lenient for hand-written clients).
 
 msgspec (and the stdlib json module) guard their recursion with Python's recursion limit, but
 `py_ecc`, imported through eth-account and x402, raises that limit to 100,000 at import time, so
@@ -95,7 +95,6 @@ class BoundedRequest(Request[Any, Any, Any]):
                 check_json_depth(body)
             self._body_checked = True
         return body
-
 
     def _form_allowed(self) -> bool:
         """A form, sent to a route that takes one (the console's: `opt=takes_form()`)."""

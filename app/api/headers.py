@@ -1,6 +1,7 @@
 """Headers on every response, 404s and errors included: X-Request-Id, and the wallet's free-tier
 count once a request has learnt it. A `before_send` hook, because app-level hooks also see the
-responses Litestar makes before any route middleware runs (unknown paths, wrong methods).
+responses Litestar makes before any route middleware runs (unknown paths, wrong methods). The
+console's responses get its Content-Security-Policy and the other security headers here.
 
 It also corrects the `Allow` of Litestar's automatic OPTIONS answer: when several controllers
 register handlers on one path, the OPTIONS handler made for the first of them keeps that first
@@ -16,6 +17,8 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
 from app.api.state import state_of
+from app.console.controller import SECURITY_HEADERS
+from app.console.middleware import CONSOLE_PATH
 from app.payments.prices import price_of
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -46,6 +49,9 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
         headers["Cache-Control"] = "private, no-store"
     for name, value in state.get("paid_response_headers", {}).items():
         headers[name] = value
+    if str(scope.get("path", "")).startswith(CONSOLE_PATH):
+        for name, value in SECURITY_HEADERS.items():
+            headers[name] = value
     if scope.get("method") == "OPTIONS" and "allow" in headers:
         headers["allow"] = allowed_methods(scope) or headers["allow"]
 

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import msgspec
 from litestar import Controller, Request, Response, Router, get, post
-from litestar.datastructures import Cookie, ResponseHeader, State
+from litestar.datastructures import Cookie, State
 from litestar.di import NamedDependency, Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath, FromQuery, JSONBody, QueryParameter
@@ -67,12 +67,14 @@ CSP = (
     " connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none';"
     " form-action 'self'; frame-ancestors 'none'"
 )
-SECURITY_HEADERS = [
-    ResponseHeader(name="Content-Security-Policy", value=CSP),
-    ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
-    ResponseHeader(name="Referrer-Policy", value="same-origin"),
-    ResponseHeader(name="X-Frame-Options", value="DENY"),
-]
+# On every /console response, pages, errors, redirects and static files alike (set by
+# app/api/headers.py, which sees every response).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
 PUBLIC = {EXCLUDE_OPT_KEY: True}  # no wallet header: the console's cookie says who it is
 
 Memories = NamedDependency[MemoryService]
@@ -503,6 +505,5 @@ def console_router() -> Router:
     return Router(
         path="/",
         route_handlers=[pages, ConsoleAuthController, static],
-        response_headers=SECURITY_HEADERS,
         include_in_schema=False,
     )

@@ -1,6 +1,7 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
 0011, 0013 and 0014 apply when the `citus` extension is installed, and that the tests hold the
-schema and every repository statement to (tests/db/test_distribution.py, tests/support/sql_audit.py).
+schema and every repository statement to (tests/db/test_distribution.py,
+tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
 statement that names a wallet touches one shard group, and a request's transaction stays on one

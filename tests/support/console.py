@@ -62,3 +62,68 @@ async def wallet_sign_in(client: httpx.AsyncClient, account: LocalAccount) -> ht
               "signature": "0x" + signature.removeprefix("0x")},
         headers=origin(client),
     )  # fmt: skip
+
+
+WORDS = (
+    "amber",
+    "bridge",
+    "cactus",
+    "dolphin",
+    "engine",
+    "falcon",
+    "glacier",
+    "harbor",
+    "island",
+    "jigsaw",
+    "kettle",
+    "lantern",
+    "meadow",
+    "nebula",
+    "orchid",
+    "pepper",
+    "quartz",
+    "rocket",
+    "saddle",
+    "tundra",
+    "umbrella",
+    "velvet",
+    "walnut",
+    "xylophone",
+    "yogurt",
+    "zeppelin",
+    "anchor",
+    "bishop",
+    "candle",
+    "dragon",
+    "ember",
+    "fossil",
+    "gravel",
+    "hammock",
+    "igloo",
+    "jasmine",
+    "kayak",
+    "lobster",
+    "marble",
+    "nutmeg",
+    "oyster",
+    "parrot",
+    "quiver",
+    "raven",
+    "sphinx",
+    "trumpet",
+    "unicorn",
+    "violin",
+    "whisker",
+    "yarn",
+    "zinnia",
+    "avocado",
+    "banjo",
+)
+
+
+def distinct_sentences(n: int, seed: int = 7) -> list[str]:
+    """`n` contents far enough apart that no store folds one into another (deduplication)."""
+    import random
+
+    rng = random.Random(seed)
+    return [f"Note {i}: " + " ".join(rng.sample(WORDS, 8)) for i in range(n)]
