@@ -32,6 +32,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_303_SEE_OTHER
 from pydantic import ValidationError
 from x402.extensions.sign_in_with_x import SIWxPayload, create_siwx_message
 
+from app.agents.service import AgentService
 from app.api.body import takes_form
 from app.api.params import Conn
 from app.api.ratelimit import unlimited
@@ -42,6 +43,8 @@ from app.auth.siwx import SIWX_HEADER, SiwxVerifier
 from app.console.middleware import COOKIE_NAME, foreign_origin
 from app.console.schemas import ChallengeIn, ChallengeOut, LinkOut, SignedIn, SignInIn
 from app.console.service import LINK_TTL_SECONDS, ConsoleSession, ConsoleSessions
+from app.grants.schemas import GrantIn
+from app.grants.service import GrantService
 from app.history import service as history
 from app.kit.errors import ApiError, Forbidden, InvalidInput, Unauthorized
 from app.memory.repository import LIST_SORTS, ListOrder
@@ -242,6 +245,13 @@ class PinForm(CsrfForm, kw_only=True):
     pinned: str
 
 
+class GrantForm(CsrfForm, kw_only=True):
+    grantee: str
+    namespace: str
+    access: str
+    expires_at: str = ""
+
+
 Form = Body(media_type=RequestEncodingType.URL_ENCODED)
 
 
@@ -428,6 +438,54 @@ class ConsolePagesController(Controller):
         receipts = [(r, usage_service.usdc(Decimal(r["amount"]))) for r in receipts]
         return render("usage.html", session, report=report, chart=chart, receipts=receipts,
                     receipts_total=total, first=first, last=last)  # fmt: skip
+
+    @get("/team")
+    async def team(
+        self, conn: Conn, session: Session, grants_service: NamedDependency[GrantService],
+        agents_service: NamedDependency[AgentService],
+    ) -> Template:  # fmt: skip
+        """Team memory: the grants given and received, and the agent keys (delegations)."""
+        grants = await grants_service.of(conn, session.wallet)
+        keys = await agents_service.of(conn, session.wallet)
+        return render(
+            "team.html", session,
+            given=[g for g in grants if g["owner"] == session.wallet],
+            received=[g for g in grants if g["owner"] != session.wallet],
+            keys=keys,
+        )  # fmt: skip
+
+    @post("/team/grants", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
+    async def grant(
+        self, conn: Conn, session: Session, grants_service: NamedDependency[GrantService],
+        data: Annotated[GrantForm, Form],
+    ) -> Redirect:  # fmt: skip
+        check_csrf(session, data.csrf_token)
+        fields = {"grantee": data.grantee.strip(), "namespace": data.namespace.strip(),
+                  "access": data.access, "expires_at": data.expires_at.strip() or None}  # fmt: skip
+        try:
+            req = msgspec.convert(fields, GrantIn)
+        except msgspec.ValidationError as exc:
+            raise InvalidInput(f"Invalid grant: {exc}", {"field": "$"}) from exc
+        await grants_service.grant(conn, session.wallet, req)
+        return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
+
+    @post("/team/grants/{grant_id:str}/revoke", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
+    async def revoke_grant(
+        self, conn: Conn, session: Session, grants_service: NamedDependency[GrantService],
+        grant_id: FromPath[str], data: Annotated[CsrfForm, Form],
+    ) -> Redirect:  # fmt: skip
+        check_csrf(session, data.csrf_token)
+        await grants_service.revoke(conn, session.wallet, grant_id)
+        return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
+
+    @post("/team/agents/{key_id:str}/revoke", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
+    async def revoke_agent(
+        self, conn: Conn, session: Session, agents_service: NamedDependency[AgentService],
+        key_id: FromPath[str], data: Annotated[CsrfForm, Form],
+    ) -> Redirect:  # fmt: skip
+        check_csrf(session, data.csrf_token)
+        await agents_service.revoke(conn, session.wallet, key_id)
+        return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
@@ -186,6 +188,10 @@ async def unsafe_routes(browser: AsyncTestClient, wallet: LocalAccount) -> dict[
                                         "memory_type": "general", "namespace": "default"},
         f"/console/memories/{memory}/pin": {"pinned": "true"},
         f"/console/memories/{memory}/delete": {},
+        "/console/team/grants": {"grantee": Account.create().address, "namespace": "x",
+                                 "access": "read"},
+        f"/console/team/grants/{uuid.uuid4()}/revoke": {},
+        f"/console/team/agents/{uuid.uuid4()}/revoke": {},
         "/console/signout": {},
     }  # fmt: skip
 
@@ -203,7 +209,10 @@ async def test_every_state_change_needs_the_csrf_token(
     browser: AsyncTestClient, wallet: LocalAccount, console_app: Litestar
 ) -> None:
     routes = await unsafe_routes(browser, wallet)
-    templated = {re.sub(r"/[0-9a-f-]{36}", "/{memory_id:str}", p) for p in routes}
+    templated = {
+        re.sub(r"/[0-9a-f-]{36}", f"/{{{name}:str}}", p)
+        for p, name in zip(routes, ["memory_id"] * 3 + ["", "grant_id", "key_id", ""], strict=True)
+    }
     assert templated == console_posts(console_app), "a console route is missing from this test"
     csrf = await sign_in(browser, wallet)
     for path, form in routes.items():

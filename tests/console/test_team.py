@@ -1,0 +1,83 @@
+"""The console's team page: the grants an owner gives (made and revoked here), the ones it
+received, and its agent keys (revoked here)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from app.asgi import create_app
+from app.config import Settings
+from tests.support.api import auth, store_memory
+from tests.support.console import origin, sign_in
+from tests.support.team import as_grantee, delegate, grant
+
+
+@pytest.fixture(scope="module")
+def console_app(settings: Settings) -> Litestar:
+    return create_app(settings)
+
+
+@pytest.fixture
+async def browser(console_app: Litestar) -> AsyncIterator[AsyncTestClient]:
+    async with AsyncTestClient(app=console_app, timeout=60) as c:
+        c.follow_redirects = False
+        yield c
+
+
+async def test_a_grant_made_in_the_console_reaches_the_namespace_until_revoked(
+    browser: AsyncTestClient, wallet: LocalAccount, other_wallet: LocalAccount
+) -> None:
+    await store_memory(browser, wallet, "Shared plan: launch on Friday", namespace="launch")
+    csrf = await sign_in(browser, wallet)
+    form = {"csrf_token": csrf, "grantee": other_wallet.address, "namespace": "launch",
+            "access": "read"}  # fmt: skip
+    r = await browser.post("/console/team/grants", data=form, headers=origin(browser))
+    assert r.status_code == 303 and r.headers["location"] == "/console/team"
+    page = (await browser.get("/console/team")).text
+    assert other_wallet.address.lower() in page.split('id="grants-given"')[1]
+    shared = await browser.post("/v1/recall", json={"query": "launch", "namespace": "launch"},
+                                headers=as_grantee(other_wallet, wallet))  # fmt: skip
+    assert shared.status_code == 200 and shared.json()["memories"], shared.text
+    grant_id = page.split('class="grant" data-id="', 1)[1].split('"', 1)[0]
+    r = await browser.post(f"/console/team/grants/{grant_id}/revoke", data={"csrf_token": csrf},
+                           headers=origin(browser))  # fmt: skip
+    assert r.status_code == 303
+    refused = await browser.post("/v1/recall", json={"query": "launch", "namespace": "launch"},
+                                 headers=as_grantee(other_wallet, wallet))  # fmt: skip
+    assert refused.status_code == 403
+
+
+async def test_a_bad_grant_is_refused(browser: AsyncTestClient, wallet: LocalAccount) -> None:
+    csrf = await sign_in(browser, wallet)
+    for grantee, access in (("0x12", "read"), (Account.create().address, "admin"),
+                            (wallet.address, "read")):  # fmt: skip
+        form = {"csrf_token": csrf, "grantee": grantee, "namespace": "x", "access": access}
+        r = await browser.post("/console/team/grants", data=form, headers=origin(browser))
+        assert r.status_code == 422, (grantee, access, r.status_code)
+    r = await browser.get("/v1/grants", headers=auth(wallet))
+    assert r.json()["given"] == []
+
+
+async def test_received_grants_and_agent_keys_are_listed_and_keys_revoked(
+    browser: AsyncTestClient, wallet: LocalAccount, other_wallet: LocalAccount
+) -> None:
+    await grant(browser, other_wallet, wallet, "write", "their-notes")
+    agent = Account.create()
+    key = await delegate(browser, wallet, agent, ["read"])
+    csrf = await sign_in(browser, wallet)
+    page = (await browser.get("/console/team")).text
+    received = page.split('id="grants-received"')[1].split("</table>")[0]
+    assert other_wallet.address.lower() in received and "their-notes" in received
+    keys = page.split('id="agent-keys"')[1].split("</table>")[0]
+    assert agent.address.lower() in keys
+    r = await browser.post(f"/console/team/agents/{key['id']}/revoke",
+                           data={"csrf_token": csrf}, headers=origin(browser))  # fmt: skip
+    assert r.status_code == 303
+    after = (await browser.get("/console/team")).text
+    assert agent.address.lower() not in after.split('id="agent-keys"')[1]
