@@ -1,9 +1,9 @@
 """Build steps beyond pyproject.toml:
 
 - ship the files Engram reads at run time that live beside the code in a checkout (the Alembic
-  migrations, the dev chain's npm manifest) inside the `app` package, so a plain `pip install .`
-  (a wheel) runs `engram serve` and `--dev-chain` as a checkout does (app/shipped.py finds them
-  either way);
+  migrations, the dev chain's npm manifest, the agent integrations `engram setup` configures)
+  inside the `app` package, so a plain `pip install .` (a wheel) runs `engram serve`,
+  `--dev-chain` and `engram setup` as a checkout does (app/shipped.py finds them either way);
 - build the console's scripts (app/console/web, from the npm registry: Chart.js, Cytoscape.js,
   esbuild) into app/console/static/dist, which the package data carries: a wheel holds them
   built, so a pip user needs no Node.js. Editable installs build them too (the README's first
@@ -21,7 +21,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # What app/shipped.py serves, copied to app/_bundled/ in the built package (keep in step).
-SHIPPED_DIRS = ("alembic",)
+SHIPPED_DIRS = ("alembic", "integrations")
 SHIPPED_FILES = ("alembic.ini", "package.json", "package-lock.json")
 
 
@@ -63,7 +63,9 @@ class BuildPyShipped(build_py):
         for name in SHIPPED_DIRS:
             shutil.rmtree(target / name, ignore_errors=True)
             shutil.copytree(
-                ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                ROOT / name,
+                target / name,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "node_modules"),
             )
         for name in SHIPPED_FILES:
             shutil.copy2(ROOT / name, target / name)

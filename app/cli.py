@@ -302,6 +302,26 @@ def cmd_wallet_new(_: argparse.Namespace) -> None:
     print(f"private key: {key if key.startswith('0x') else '0x' + key}")
 
 
+def cmd_console(args: argparse.Namespace) -> None:
+    """Sign in to the console with ENGRAM_PRIVATE_KEY: a one-time link, opened or printed."""
+    import webbrowser
+
+    from app.console.link import ConsoleLinkError, console_link
+
+    key = os.environ.get("ENGRAM_PRIVATE_KEY") or os.environ.get("MEMOCLAW_PRIVATE_KEY")
+    if not key:
+        raise SystemExit("engram console: set ENGRAM_PRIVATE_KEY in the environment")
+    url = args.url or os.environ.get("ENGRAM_URL") or "http://127.0.0.1:8000"
+    try:
+        link = console_link(url, key)
+    except ConsoleLinkError as exc:
+        raise SystemExit(f"engram console: {exc}") from exc
+    if args.print_url or not webbrowser.open(link):
+        print(link)
+    else:
+        print("engram console: opened the console in your browser (the link works once)")
+
+
 def cmd_mcp(args: argparse.Namespace) -> None:
     from app.mcp.stdio import serve_stdio
 
@@ -344,6 +364,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
     mcp.set_defaults(func=cmd_mcp)
+    console = sub.add_parser(
+        "console", help="sign in to the web console with ENGRAM_PRIVATE_KEY (a one-time link)"
+    )
+    console.add_argument("--url", default=None, help="Engram's URL (default $ENGRAM_URL or local)")
+    console.add_argument(
+        "--print-url", action="store_true", help="print the link instead of opening a browser"
+    )
+    console.set_defaults(func=cmd_console)
     wallet = sub.add_parser("wallet", help="wallet helpers for curl users")
     wallet_sub = wallet.add_subparsers(dest="wallet_command", required=True)
     sign = wallet_sub.add_parser("sign", help="print an x-wallet-auth header (valid 300 s)")
@@ -367,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     delegate.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
     delegate.add_argument("--key", help="the owner's private key; default $ENGRAM_PRIVATE_KEY")
     delegate.set_defaults(func=cmd_wallet_delegate)
+    from app.setup.cli import add_setup_command  # `engram setup` (app/setup/)
+
+    add_setup_command(sub)
     return parser
 
 

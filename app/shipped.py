@@ -1,6 +1,7 @@
 """Files Engram reads at run time that live beside the code in a checkout: the Alembic
-migrations and the dev chain's npm manifest. Run from a checkout (or an editable install) they
-are read there; a built package carries a copy in app/_bundled/ (setup.py puts it there)."""
+migrations, the dev chain's npm manifest and the agent integrations (`engram setup`). Run from a
+checkout (or an editable install) they are read there; a built package carries a copy in
+app/_bundled/ (setup.py puts it there)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def from_checkout() -> bool:
 
 
 def shipped(name: str) -> Path:
-    """The path of a shipped file or directory (`alembic`, `alembic.ini`, `package.json`...)."""
+    """The path of a shipped file or directory (`alembic`, `integrations`, `package.json`...)."""
     path = (CHECKOUT if from_checkout() else BUNDLED) / name
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: this Engram installation is incomplete")
