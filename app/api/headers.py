@@ -17,8 +17,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
 from app.api.state import state_of
-from app.console.controller import SECURITY_HEADERS
-from app.console.middleware import CONSOLE_PATH
+from app.console.middleware import CONSOLE_PATH, SECURITY_HEADERS
 from app.payments.prices import price_of
 
 REQUEST_ID_HEADER = "x-request-id"

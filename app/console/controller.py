@@ -13,6 +13,7 @@ against the wallet's rate limit like any request.
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 from urllib.parse import urlencode
 
+import asyncpg
 import msgspec
 from litestar import Controller, Request, Response, Router, get, post
 from litestar.datastructures import Cookie, State
@@ -34,9 +36,11 @@ from x402.extensions.sign_in_with_x import SIWxPayload, create_siwx_message
 
 from app.agents.service import AgentService
 from app.api.body import takes_form
+from app.api.errors import handle_api_error
 from app.api.params import Conn
 from app.api.ratelimit import unlimited
 from app.api.state import state_of
+from app.api.transaction import request_transaction
 from app.auth.middleware import EXCLUDE_OPT_KEY, origin_of_request
 from app.auth.signature import ADDRESS_RE, WalletAuthError
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
@@ -64,20 +68,6 @@ SEARCH_LIMIT = 20
 USAGE_DAYS = 30
 RECEIPTS = 50
 MEMORY_TYPES: tuple[str, ...] = MemoryType.__args__  # type: ignore[attr-defined]
-# No inline script or style anywhere: every script is a file under /console/static.
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
-    " connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none';"
-    " form-action 'self'; frame-ancestors 'none'"
-)
-# On every /console response, pages, errors, redirects and static files alike (set by
-# app/api/headers.py, which sees every response).
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
 PUBLIC = {EXCLUDE_OPT_KEY: True}  # no wallet header: the console's cookie says who it is
 
 Memories = NamedDependency[MemoryService]
@@ -95,6 +85,15 @@ def signed_in(request: Request[Any, Any, State]) -> ConsoleSession:
 
 
 Session = NamedDependency[ConsoleSession]
+
+
+async def transaction_after_session(
+    request: Request[Any, Any, State], session: Session
+) -> AsyncGenerator[asyncpg.Connection, None]:
+    """The request's transaction, opened once the session is known: a sign-in check failing
+    beside it would cancel it half-way (app/api/transaction.py)."""
+    async with request_transaction(request) as conn:
+        yield conn
 
 
 def check_csrf(session: ConsoleSession, submitted: str | None) -> None:
@@ -291,7 +290,10 @@ def signal_bars(signals: Any) -> list[tuple[str, float, float]]:
 class ConsolePagesController(Controller):
     path = "/console"
     opt = PUBLIC
-    dependencies = {"session": Provide(signed_in, sync_to_thread=False)}
+    dependencies = {
+        "session": Provide(signed_in, sync_to_thread=False),
+        "conn": Provide(transaction_after_session),
+    }
 
     @get("/", include_in_schema=False)
     async def home(self, request: Request[Any, Any, State]) -> Redirect:
@@ -538,10 +540,18 @@ def _edit_patch(data: EditForm) -> UpdateIn:
 # errors: pages show them as a page; sign-in's JSON keeps the contract's shape
 
 
+def wants_json(request: Request[Any, Any, State]) -> bool:
+    """A script asking for JSON (and not a page) gets the contract's error shape."""
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
 def page_error(request: Request[Any, Any, State], exc: ApiError) -> Response[Any]:
+    if isinstance(exc, NotSignedIn) and request.method == "GET":
+        return Redirect("/console/signin")
+    if wants_json(request):
+        return handle_api_error(request, exc)
     if isinstance(exc, NotSignedIn):
-        if request.method == "GET":
-            return Redirect("/console/signin")
         return render("error.html", None, status_code=exc.status_code, message=exc.message)
     session = state_of(request.scope).get("console_session")
     return render(

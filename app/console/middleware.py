@@ -26,6 +26,22 @@ COOKIE_NAME = "engram_console"
 CONSOLE_PATH = "/console"
 
 
+# No inline script or style anywhere: every script is a file under /console/static.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none';"
+    " form-action 'self'; frame-ancestors 'none'"
+)
+# On every /console response, pages, errors, redirects and static files alike (set by
+# app/api/headers.py, which sees every response).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
 def cookie_token(headers: Headers) -> str | None:
     """The console cookie's value, if the request carries one."""
     raw = headers.get("cookie")

@@ -57,21 +57,33 @@ async def consume_link(conn: asyncpg.Connection, token_hash: str) -> str | None:
     return wallet
 
 
-async def sweep_expired(conn: asyncpg.Connection, limit: int) -> int:
-    """Delete up to `limit` expired sessions and links; how many went. Off the request path (it
-    reads every shard on Citus), as the nonce sweep is."""
+async def sweep_expired_sessions(conn: asyncpg.Connection, limit: int) -> int:
+    """Delete up to `limit` expired sessions; how many went. Off the request path (it reads
+    every shard on Citus), as the nonce sweep is."""
     swept = await conn.fetchval(
         """
-        WITH sessions AS (
+        WITH swept AS (
             DELETE FROM console_sessions WHERE token_hash IN (
                 SELECT token_hash FROM console_sessions WHERE expires_at < now() LIMIT $1
             ) RETURNING 1
-        ), links AS (
+        )
+        SELECT count(*) FROM swept
+        """,
+        limit,
+    )
+    return int(swept)
+
+
+async def sweep_expired_links(conn: asyncpg.Connection, limit: int) -> int:
+    """Delete up to `limit` expired sign-in links; how many went (as sweep_expired_sessions)."""
+    swept = await conn.fetchval(
+        """
+        WITH swept AS (
             DELETE FROM console_links WHERE token_hash IN (
                 SELECT token_hash FROM console_links WHERE expires_at < now() LIMIT $1
             ) RETURNING 1
         )
-        SELECT (SELECT count(*) FROM sessions) + (SELECT count(*) FROM links)
+        SELECT count(*) FROM swept
         """,
         limit,
     )

@@ -79,10 +79,14 @@ class ConsoleSessions:
         return await repository.consume_link(conn, token_hash(token))
 
     async def sweep(self, pool: asyncpg.Pool) -> int:
+        """Delete expired sessions and links, a batch at a time (on a timer: app/asgi.py); how
+        many went."""
         swept = 0
-        while True:
-            async with pool.acquire() as conn:
-                n = await repository.sweep_expired(conn, SWEPT_PER_STATEMENT)
-            swept += n
-            if n < SWEPT_PER_STATEMENT:
-                return swept
+        for sweep_one in (repository.sweep_expired_sessions, repository.sweep_expired_links):
+            while True:
+                async with pool.acquire() as conn:
+                    n = await sweep_one(conn, SWEPT_PER_STATEMENT)
+                swept += n
+                if n < SWEPT_PER_STATEMENT:
+                    break
+        return swept

@@ -15,8 +15,7 @@ from litestar.testing import AsyncTestClient
 
 from app.asgi import create_app
 from app.config import Settings
-from app.console.controller import CSP
-from app.console.middleware import COOKIE_NAME
+from app.console.middleware import COOKIE_NAME, CSP
 from tests.support.api import auth, store_memory
 from tests.support.console import distinct_sentences, origin, sign_in
 
@@ -268,3 +267,15 @@ async def test_one_wallet_never_sees_another_wallets_data(
     ).status_code == 200
     usage = (await browser.get("/console/usage")).text
     assert wallet.address.lower() not in usage
+
+
+async def test_unknown_fields_are_ignored(browser: AsyncTestClient, wallet: LocalAccount) -> None:
+    memory = (await store_memory(browser, wallet, "Before an edit with extra fields"))["id"]
+    csrf = await sign_in(browser, wallet)
+    form = {"csrf_token": csrf, "content": "After an edit with extra fields", "importance": "0.4",
+            "memory_type": "general", "namespace": "default", "client_version": "1.9.0",
+            "x_unknown": "ignored"}  # fmt: skip
+    r = await browser.post(f"/console/memories/{memory}", data=form, headers=origin(browser))
+    assert r.status_code == 303, r.text
+    got = (await browser.get(f"/v1/memories/{memory}", headers=auth(wallet))).json()
+    assert got["content"] == "After an edit with extra fields" and "x_unknown" not in str(got)

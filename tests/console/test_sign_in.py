@@ -178,3 +178,23 @@ async def test_a_new_sign_in_gets_a_new_session(browser: AsyncTestClient) -> Non
     second = await sign_in(browser, someone)
     assert browser.cookies[COOKIE_NAME] != token and first != second
     assert await csrf_of(browser) == second
+
+
+async def test_unknown_fields_are_ignored_at_sign_in(
+    browser: AsyncTestClient, wallet: LocalAccount
+) -> None:
+    from eth_account.messages import encode_defunct
+
+    extra = {"client_version": "1.9.0", "x_unknown": {"nested": [1]}}
+    r = await browser.post("/console/auth/challenge", json={"address": wallet.address, **extra},
+                           headers=origin(browser))  # fmt: skip
+    assert r.status_code == 200, r.text
+    body = r.json()
+    signature = wallet.sign_message(encode_defunct(text=body["message"])).signature.hex()
+    r = await browser.post(
+        "/console/auth/signin",
+        json={"challenge": body["challenge"], "address": wallet.address,
+              "signature": "0x" + signature.removeprefix("0x"), **extra},
+        headers=origin(browser),
+    )  # fmt: skip
+    assert r.status_code == 200, r.text

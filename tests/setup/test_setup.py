@@ -122,7 +122,7 @@ def test_a_new_wallet_configures_every_client(
         "load": {"paths": [str(ROOT / "integrations/openclaw")]},
         "entries": {OPENCLAW_PLUGIN: {"enabled": True, "config": {
             "url": down, "privateKey": "${ENGRAM_PRIVATE_KEY}",
-        }}},
+        }, "hooks": {"allowConversationAccess": True}}},
         "slots": {"memory": OPENCLAW_PLUGIN},
     }}  # fmt: skip
     assert paths["openclaw_env"].read_text() == f"ENGRAM_PRIVATE_KEY={key}\n"
@@ -275,7 +275,7 @@ def test_merging_keeps_every_other_key(
     assert plugins["entries"]["voice-call"] == openclaw["plugins"]["entries"]["voice-call"]
     assert plugins["entries"][OPENCLAW_PLUGIN] == {"enabled": True, "config": {
         "minSimilarity": 0.5, "url": down, "privateKey": "${ENGRAM_PRIVATE_KEY}",
-    }}  # fmt: skip
+    }, "hooks": {"allowConversationAccess": True}}  # fmt: skip
     assert plugins["slots"] == {"memory": OPENCLAW_PLUGIN}
     assert (
         paths["openclaw_env"].read_text()
