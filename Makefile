@@ -34,4 +34,4 @@ console:
 # The README's console pictures, taken by the browser tests.
 .PHONY: screenshots
 screenshots: $(PY)
-	ENGRAM_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(PY) -m pytest -o addopts="" -n 0 tests/console/test_browser.py -k search
+	ENGRAM_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(PY) -m pytest -o addopts="" -n 0 tests/console/test_browser.py -k search_edit

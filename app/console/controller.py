@@ -381,8 +381,9 @@ class ConsolePagesController(Controller):
                        "target": str(e["target_id"]), "relation_type": e["relation_type"]}
                       for e in graph.edges],
         }  # fmt: skip
+        contents = {str(n["id"]): n["content"] for n in graph.nodes}
         return render("memory.html", session, row=row, tags=tags_of(row), timeline=timeline,
-                    graph=graph_data, memory_types=MEMORY_TYPES)  # fmt: skip
+                      graph=graph_data, contents=contents, memory_types=MEMORY_TYPES)  # fmt: skip
 
     @post("/memories/{memory_id:str}", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
     async def edit(

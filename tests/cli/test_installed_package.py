@@ -1,7 +1,7 @@
 """A plain `pip install '.[dev]'` (a wheel, not editable, with the dev extra) into a fresh
 virtualenv runs `engram serve --dev-chain` from a fresh database, and x402's reference client pays
 it: the migrations and the dev chain's npm manifest ship inside the package (setup.py,
-app/shipped.py).
+app/shipped.py), and so do the console's pages and built scripts.
 
 Kept cheap: the fresh venv borrows the test venv's dependencies through a .pth line, so pip finds
 every requirement (the dev extra's too) already satisfied and builds and installs Engram alone;
@@ -18,6 +18,8 @@ import sys
 import sysconfig
 import uuid
 from pathlib import Path
+
+import httpx
 
 from tests.support.db import create_database
 from tests.support.server import engram_env, start_serve, stop_serve
@@ -84,6 +86,11 @@ def test_wheel_install_serves_the_dev_chain_and_takes_a_payment(
         assert done.returncode == 0, text
         assert "402 on /v1/store" in text, text
         assert re.search(r"paid store: memory [0-9a-f-]{36} stored; tx 0x[0-9a-f]{64}", text), text
+        # the console ships built: its pages and scripts come from the wheel, no Node.js needed
+        assert httpx.get(f"{url}/console/signin", timeout=30).status_code == 200
+        for script in ("signin.js", "memory.js", "usage.js"):
+            r = httpx.get(f"{url}/console/static/dist/{script}", timeout=30)
+            assert r.status_code == 200 and len(r.content) > 500, script
     finally:
         stop_serve(proc, data, log)
     # anvil was installed for the user, beside the data, from the manifest in the package

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 RENDER_BUDGET_MS = 15_000
 DUMP_TIMEOUT_S = 120
 APT_TIMEOUT_S = 900
+INSTALL_LOCK = Path(tempfile.gettempdir()) / "engram-chromium-install.lock"
 
 # The flags that work on this kind of machine (no sandbox as root, no background traffic), plus
 # the network cut: every host name fails to resolve and every non-loopback request goes to a
@@ -34,10 +36,20 @@ OFFLINE_FLAGS = (
 
 
 def chromium() -> Path:
-    """Path of Debian's chromium, installing the package first if it is missing."""
+    """Path of Debian's chromium, installing the package first if it is missing (one install
+    at a time: the suite's workers may all ask at once, and dpkg takes one at a time)."""
     found = shutil.which("chromium")
     if found:
         return Path(found)
+    with open(INSTALL_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _installed()
+
+
+def _installed() -> Path:
+    found = shutil.which("chromium")
+    if found:
+        return Path(found)  # another worker installed it while this one waited
     apt = shutil.which("apt-get")
     if apt is None:
         pytest.fail("chromium is not installed and apt-get is not available to install it")

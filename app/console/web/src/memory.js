@@ -22,11 +22,13 @@ document.addEventListener("DOMContentLoaded", () => {
   const cy = cytoscape({
     container,
     elements,
-    layout: { name: "cose", animate: false },
+    layout: { name: "cose", animate: false, padding: 30, idealEdgeLength: () => 160, nodeRepulsion: () => 40000 },
+    minZoom: 0.2,
+    maxZoom: 1.2,
     style: [
       { selector: "node", style: { label: "data(label)", "font-size": 10, "text-wrap": "wrap", "text-max-width": 140, "background-color": "#6b7f99" } },
       { selector: 'node[root = "yes"]', style: { "background-color": "#d9822b" } },
-      { selector: "edge", style: { label: "data(label)", "font-size": 9, "curve-style": "bezier", "target-arrow-shape": "triangle", width: 1.5 } },
+      { selector: "edge", style: { label: "data(label)", "font-size": 8, color: "#617182", "text-rotation": "autorotate", "text-margin-y": -7, "curve-style": "bezier", "target-arrow-shape": "triangle", width: 1.5 } },
     ],
   });
   cy.on("tap", "node", (event) => {
