@@ -328,8 +328,8 @@ class ConsolePagesController(Controller):
     ) -> Template:  # fmt: skip
         query = ListQuery(namespace, memory_type, tags, pinned, sort, order, page_number, q)
         checked = _checked(query)
-        spaces = await memory_service.namespaces(conn, session.wallet)
-        common: dict[str, Any] = {"query": query, "namespaces": [r["name"] for r in spaces],
+        names = await memory_service.namespace_names(conn, session.wallet)
+        common: dict[str, Any] = {"query": query, "namespaces": names,
                   "memory_types": MEMORY_TYPES, "sorts": LIST_SORTS}  # fmt: skip
         if query.q.strip():
             found = await memory_service.recall(

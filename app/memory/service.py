@@ -631,6 +631,9 @@ class MemoryService:
     async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
         return await repo.namespaces(conn, wallet)
 
+    async def namespace_names(self, conn: asyncpg.Connection, wallet: str) -> list[str]:
+        return await repo.namespace_names(conn, wallet)
+
     async def stats(self, conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
         return await repo.stats(conn, wallet)
 
