@@ -60,27 +60,20 @@ async def consume_link(conn: asyncpg.Connection, token_hash: str) -> str | None:
 async def sweep_expired_sessions(conn: asyncpg.Connection, limit: int) -> int:
     """Delete up to `limit` expired sessions; how many went. Off the request path (it reads
     every shard on Citus), as the nonce sweep is."""
-    swept = await conn.fetchval(
-        """
-        WITH swept AS (
-            DELETE FROM console_sessions WHERE token_hash IN (
-                SELECT token_hash FROM console_sessions WHERE expires_at < now() LIMIT $1
-            ) RETURNING 1
-        )
-        SELECT count(*) FROM swept
-        """,
-        limit,
-    )
-    return int(swept)
+    return await _sweep(conn, "console_sessions", limit)
 
 
 async def sweep_expired_links(conn: asyncpg.Connection, limit: int) -> int:
     """Delete up to `limit` expired sign-in links; how many went (as sweep_expired_sessions)."""
+    return await _sweep(conn, "console_links", limit)
+
+
+async def _sweep(conn: asyncpg.Connection, table: str, limit: int) -> int:
     swept = await conn.fetchval(
-        """
+        f"""
         WITH swept AS (
-            DELETE FROM console_links WHERE token_hash IN (
-                SELECT token_hash FROM console_links WHERE expires_at < now() LIMIT $1
+            DELETE FROM {table} WHERE token_hash IN (
+                SELECT token_hash FROM {table} WHERE expires_at < now() LIMIT $1
             ) RETURNING 1
         )
         SELECT count(*) FROM swept

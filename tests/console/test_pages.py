@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
 
-import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from app.asgi import create_app
-from app.config import Settings
 from app.console.middleware import COOKIE_NAME, CSP
 from tests.support.api import auth, store_memory
 from tests.support.console import distinct_sentences, origin, sign_in
@@ -25,18 +21,6 @@ WORK_FACTS = (
     "the staging database is rebuilt nightly",
 )
 XSS = '<script>alert("xss")</script><img src=x onerror=alert(1)>'
-
-
-@pytest.fixture(scope="module")
-def console_app(settings: Settings) -> Litestar:
-    return create_app(settings)
-
-
-@pytest.fixture
-async def browser(console_app: Litestar) -> AsyncIterator[AsyncTestClient]:
-    async with AsyncTestClient(app=console_app, timeout=60) as c:
-        c.follow_redirects = False
-        yield c
 
 
 async def test_the_list_filters_sorts_and_pages(

@@ -3,10 +3,7 @@ session cookie's flags, sign-out on the server, and expiry."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
-import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar.testing import AsyncTestClient
@@ -23,14 +20,6 @@ from tests.support.console import (
     siwx_header,
     wallet_sign_in,
 )
-
-
-@pytest.fixture
-async def browser(settings: Settings) -> AsyncIterator[AsyncTestClient]:
-    """A client with its own cookie jar, as one browser."""
-    async with AsyncTestClient(app=create_app(settings), timeout=60) as c:
-        c.follow_redirects = False
-        yield c
 
 
 def set_cookie(response) -> str:  # type: ignore[no-untyped-def]

@@ -3,31 +3,13 @@ received, and its agent keys (revoked here)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from app.asgi import create_app
-from app.config import Settings
 from tests.support.api import auth, store_memory
 from tests.support.console import origin, sign_in
 from tests.support.team import as_grantee, delegate, grant
-
-
-@pytest.fixture(scope="module")
-def console_app(settings: Settings) -> Litestar:
-    return create_app(settings)
-
-
-@pytest.fixture
-async def browser(console_app: Litestar) -> AsyncIterator[AsyncTestClient]:
-    async with AsyncTestClient(app=console_app, timeout=60) as c:
-        c.follow_redirects = False
-        yield c
 
 
 async def test_a_grant_made_in_the_console_reaches_the_namespace_until_revoked(

@@ -14,8 +14,7 @@ from app.config import Settings
 from app.dev.chain import DevChain
 from tests.support.api import auth
 from tests.support.console import sign_in
-from tests.support.settings import changed
-from tests.support.x402 import offer_of, sign_proof
+from tests.support.x402 import paid_only, paid_store
 
 
 async def test_receipts_and_paid_usdc_come_from_real_payments(
@@ -23,18 +22,11 @@ async def test_receipts_and_paid_usdc_come_from_real_payments(
 ) -> None:
     payer = Account.create()
     chain.fund(payer.address, 1_000_000, eth_wei=0)
-    app = create_app(changed(settings, limits={"free_tier_calls": 0}, x402={
-        "pay_to": str(Account.create().address), "rpc_url": chain.rpc_url,
-        "relayer_key": chain.relayer.key.hex(),
-    }))  # fmt: skip
+    app = create_app(paid_only(settings, chain))
     async with AsyncTestClient(app=app, timeout=60) as client:
         client.follow_redirects = False
         for _ in range(2):
-            body = {"content": f"paid {uuid.uuid4()}"}
-            r = await client.post("/v1/store", json=body, headers=auth(payer))
-            name, value = sign_proof(payer, offer_of(r))
-            r = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
-            assert r.status_code == 201, r.text
+            await paid_store(client, payer, {"content": f"paid {uuid.uuid4()}"})
         receipts = (await client.get("/v1/payments", headers=auth(payer))).json()["payments"]
         await sign_in(client, payer)
         page = (await client.get("/console/usage")).text

@@ -13,20 +13,10 @@ from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
 
-from tests.support.chromium import chromium
+from tests.support.chromium import OFFLINE_FLAGS, chromium
 
-# No network beyond loopback (as tests/support/chromium.py), run as root without a sandbox.
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-    "--proxy-server=http://127.0.0.1:9",
-]
+# No network beyond loopback (tests/support/chromium.py); Playwright says headless itself.
+FLAGS = [flag for flag in OFFLINE_FLAGS if flag != "--headless"]
 
 
 @contextlib.contextmanager

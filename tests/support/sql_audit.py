@@ -44,8 +44,7 @@ EXCEPTIONS: dict[str, str] = {
         "`engram reembed`, after a model switch: which wallets it has left to do"
     ),
     "app.auth.repository.sweep_expired_nonces": "the timer's sweep, off the request path",
-    "app.console.repository.sweep_expired_sessions": "the timer's sweep, off the request path",
-    "app.console.repository.sweep_expired_links": "the timer's sweep, off the request path",
+    "app.console.repository._sweep": "the timer's sweeps of expired sessions and links",
     "app.payments.repository.pending_before": "the reconciler, on a timer: pending rows of all wallets",
 }
 

@@ -19,7 +19,10 @@ from x402.http.utils import (
 )
 from x402.schemas import PaymentRequired
 
+from app.config import Settings
+from app.dev.chain import DevChain
 from app.dev.paying_agent import pay
+from tests.support.settings import changed
 
 TRANSFER_TYPES = {
     "EIP712Domain": [
@@ -102,3 +105,25 @@ def sign_proof(
 async def reference_payment(payer: LocalAccount, response: Any) -> dict[str, str]:
     """What x402's reference client sends to pay the 402 `response` (the example agent's way)."""
     return await pay(payer, response)
+
+
+def paid_only(settings: Settings, chain: DevChain) -> Settings:
+    """`settings` with no free tier, paid on the dev chain to a fresh address."""
+    from eth_account import Account
+
+    return changed(settings, limits={"free_tier_calls": 0}, x402={
+        "pay_to": str(Account.create().address), "rpc_url": chain.rpc_url,
+        "relayer_key": chain.relayer.key.hex(),
+    })  # fmt: skip
+
+
+async def paid_store(client: Any, payer: LocalAccount, body: dict[str, Any]) -> Any:
+    """POST /v1/store paid by `payer`: its 402, then the same request with a signed payment;
+    the paid answer (201) and the payment header it carried, for a replay."""
+    from tests.support.api import auth
+
+    r = await client.post("/v1/store", json=body, headers=auth(payer))
+    name, value = sign_proof(payer, offer_of(r))
+    r = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
+    assert r.status_code == 201, r.text
+    return r, {name: value}

@@ -16,9 +16,8 @@ from app.asgi import create_app
 from app.config import Settings
 from app.dev.chain import DevChain
 from tests.support.api import auth, store_memory
-from tests.support.settings import changed
 from tests.support.team import as_agent, as_grantee, delegate, forbidden, grant
-from tests.support.x402 import offer_of, sign_proof
+from tests.support.x402 import paid_only, paid_store
 
 
 def _today() -> str:
@@ -104,19 +103,13 @@ async def test_paid_calls_and_the_usdc_they_paid(
 ) -> None:
     payer = Account.create()
     chain.fund(payer.address, 1_000_000, eth_wei=0)
-    app = create_app(changed(settings, limits={"free_tier_calls": 0}, x402={
-        "pay_to": str(Account.create().address), "rpc_url": chain.rpc_url,
-        "relayer_key": chain.relayer.key.hex(),
-    }))  # fmt: skip
+    app = create_app(paid_only(settings, chain))
     async with AsyncTestClient(app=app, timeout=60) as client:
         for _ in range(2):
             body = {"content": f"paid {uuid.uuid4()}"}
-            r = await client.post("/v1/store", json=body, headers=auth(payer))
-            name, value = sign_proof(payer, offer_of(r))
-            r = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
-            assert r.status_code == 201, r.text
+            _, payment = await paid_store(client, payer, body)
             # its replay is no new call
-            again = await client.post("/v1/store", json=body, headers={**auth(payer), name: value})
+            again = await client.post("/v1/store", json=body, headers={**auth(payer), **payment})
             assert again.headers["x-idempotent-replay"] == "true"
         usage = (await client.get("/v1/usage", headers=auth(payer))).json()
     today = usage["days"][-1]
