@@ -39,22 +39,29 @@ def console_built() -> bool:
     return min(p.stat().st_mtime for p in built) >= max(p.stat().st_mtime for p in sources)
 
 
-def build_console() -> None:
+def build_console(required: bool) -> None:
+    """Build the console's scripts unless built. A wheel must carry them (`required`); an
+    editable install without npm goes on without them (the console says so) rather than fail
+    the whole install."""
     if console_built() or not CONSOLE_WEB.is_dir():
         return  # built already, or an sdist that carries the built scripts only
     npm = shutil.which("npm")
     if npm is None:
-        sys.exit(
-            "engram: building the console's scripts needs npm (Node.js >= 20); install it, or"
-            " install Engram from a wheel, which carries them built"
+        message = (
+            "engram: building the console's scripts needs npm (Node.js >= 20); install it and"
+            " run `make console`, or install Engram from a wheel, which carries them built"
         )
+        if required:
+            sys.exit(message)
+        print(message, file=sys.stderr)
+        return
     for step in (["ci", "--no-audit", "--no-fund"], ["run", "build"]):
         subprocess.run([npm, *step], cwd=CONSOLE_WEB, check=True, stdout=subprocess.DEVNULL)
 
 
 class BuildPyShipped(build_py):
     def run(self) -> None:
-        build_console()
+        build_console(required=not getattr(self, "editable_mode", False))
         super().run()
         if getattr(self, "editable_mode", False):
             return  # an editable install reads the checkout itself

@@ -12,6 +12,7 @@ against the wallet's rate limit like any request.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -58,9 +59,11 @@ from app.payments import repository as payments
 from app.relations.service import RelationService
 from app.usage.service import UsageService, report_days
 
+log = logging.getLogger("engram.console")
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
+SCRIPTS = ("signin.js", "memory.js", "usage.js")  # built by setup.py from web/ (npm)
 PAGE_SIZE = 50
 GRAPH_DEPTH = 2
 GRAPH_LIMIT = 50
@@ -135,7 +138,7 @@ def render(
     return Template(
         template_name=name,
         context={"session": session, "csrf_token": session.csrf_token if session else "",
-                 **context},
+                 "scripts_built": scripts_built(), **context},
         status_code=status_code,
     )  # fmt: skip
 
@@ -560,7 +563,16 @@ def page_error(request: Request[Any, Any, State], exc: ApiError) -> Response[Any
     )
 
 
+def scripts_built() -> bool:
+    return all((STATIC / "dist" / name).is_file() for name in SCRIPTS)
+
+
 def console_router() -> Router:
+    if not scripts_built():
+        log.warning(
+            "the console's scripts are not built (app/console/static/dist): its sign-in, charts"
+            " and graph will not work; run `make console` (npm) or install Engram's wheel"
+        )
     static = create_static_files_router(
         path="/console/static", directories=[STATIC], opt={**PUBLIC, **unlimited()},
         include_in_schema=False, cache_control=None,

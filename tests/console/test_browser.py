@@ -310,3 +310,28 @@ def test_a_second_wallet_sees_nothing_of_the_first(
         assert_only_engram(seen, engram_url, expected="status of 404")
     finally:
         second_context.close()
+
+
+def test_engram_console_opens_the_link_in_the_browser(
+    context: BrowserContext, engram_url: str, tmp_path: Path
+) -> None:
+    """Without --print-url, `engram console` hands the link to the browser ($BROWSER here: a
+    script that writes down what it was given, as a desktop would open it)."""
+    account = Account.create()
+    opened = tmp_path / "opened.txt"
+    browser_cmd = tmp_path / "browser.sh"
+    browser_cmd.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n')
+    browser_cmd.chmod(0o755)
+    engram = Path(sys.executable).with_name("engram")
+    done = subprocess.run(
+        [str(engram), "console", "--url", engram_url],
+        env={**os.environ, "ENGRAM_PRIVATE_KEY": account.key.hex(), "BROWSER": str(browser_cmd)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "opened the console" in done.stdout
+    link = opened.read_text()
+    assert link.startswith(f"{engram_url}/console/auth/link/") and link not in done.stdout
+    page = context.new_page()
+    page.goto(link)
+    expect(page).to_have_url(f"{engram_url}/console/memories")

@@ -4,6 +4,7 @@ session cookie's flags, sign-out on the server, and expiry."""
 from __future__ import annotations
 
 import asyncpg
+import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar.testing import AsyncTestClient
@@ -187,3 +188,14 @@ async def test_unknown_fields_are_ignored_at_sign_in(
         headers=origin(browser),
     )  # fmt: skip
     assert r.status_code == 200, r.text
+
+
+async def test_the_sign_in_page_says_when_the_scripts_are_missing(
+    browser: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.console import controller
+
+    assert "make console" not in (await browser.get("/console/signin")).text
+    monkeypatch.setattr(controller, "scripts_built", lambda: False)
+    page = (await browser.get("/console/signin")).text
+    assert "make console" in page and "one-time link" in page
