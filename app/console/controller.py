@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,11 +32,12 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.response import Redirect, Template
 from litestar.static_files import create_static_files_router
-from litestar.status_codes import HTTP_200_OK, HTTP_303_SEE_OTHER
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_303_SEE_OTHER
 from pydantic import ValidationError
 from x402.extensions.sign_in_with_x import SIWxPayload, create_siwx_message
 
-from app.agents.service import AgentService
+from app.agents.schemas import DelegationIn
+from app.agents.service import AgentService, delegation_message
 from app.api.body import takes_form
 from app.api.errors import handle_api_error
 from app.api.params import Conn
@@ -46,7 +48,17 @@ from app.auth.middleware import EXCLUDE_OPT_KEY, origin_of_request
 from app.auth.signature import ADDRESS_RE, WalletAuthError
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
 from app.console.middleware import COOKIE_NAME, foreign_origin
-from app.console.schemas import ChallengeIn, ChallengeOut, LinkOut, SignedIn, SignInIn
+from app.console.schemas import (
+    AgentAdded,
+    AgentDraft,
+    AgentMessage,
+    AgentSigned,
+    ChallengeIn,
+    ChallengeOut,
+    LinkOut,
+    SignedIn,
+    SignInIn,
+)
 from app.console.service import LINK_TTL_SECONDS, ConsoleSession, ConsoleSessions
 from app.grants.schemas import GrantIn
 from app.grants.service import GrantService
@@ -63,7 +75,7 @@ log = logging.getLogger("engram.console")
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
-SCRIPTS = ("signin.js", "memory.js", "usage.js")  # built by setup.py from web/ (npm)
+SCRIPTS = ("signin.js", "memory.js", "usage.js", "team.js")  # built by setup.py from web/ (npm)
 PAGE_SIZE = 50
 GRAPH_DEPTH = 2
 GRAPH_LIMIT = 50
@@ -71,6 +83,7 @@ SEARCH_LIMIT = 20
 USAGE_DAYS = 30
 RECEIPTS = 50
 MEMORY_TYPES: tuple[str, ...] = MemoryType.__args__  # type: ignore[attr-defined]
+CSRF_HEADER = "x-csrf-token"  # the console's scripts send the page's token in it
 PUBLIC = {EXCLUDE_OPT_KEY: True}  # no wallet header: the console's cookie says who it is
 
 Memories = NamedDependency[MemoryService]
@@ -105,6 +118,10 @@ def check_csrf(session: ConsoleSession, submitted: str | None) -> None:
             "This console request lacks its CSRF token (reload the page and try again)",
             {"field": "csrf_token"},
         )
+
+
+def own_origin(request: Request[Any, Any, State]) -> str:
+    return origin_of_request(request.scope, request.app.state.settings.server.public_url)
 
 
 def require_own_origin(request: Request[Any, Any, State]) -> None:
@@ -161,7 +178,7 @@ class ConsoleAuthController(Controller):
         if not ADDRESS_RE.match(data.address):
             raise InvalidInput("address must be a 0x-prefixed 20-byte hex address",
                                {"field": "address"})  # fmt: skip
-        origin = origin_of_request(request.scope, request.app.state.settings.server.public_url)
+        origin = own_origin(request)
         challenge = await siwx.challenge(conn, origin)
         info = msgspec.to_builtins(challenge)
         return ChallengeOut(info, create_siwx_message(info, data.address))
@@ -173,7 +190,7 @@ class ConsoleAuthController(Controller):
     ) -> Response[SignedIn]:  # fmt: skip
         """The challenge back, signed by the browser wallet: a session cookie."""
         require_own_origin(request)
-        origin = origin_of_request(request.scope, request.app.state.settings.server.public_url)
+        origin = own_origin(request)
         try:
             payload = SIWxPayload.model_validate(
                 {**data.challenge, "address": data.address, "signature": data.signature}
@@ -198,7 +215,7 @@ class ConsoleAuthController(Controller):
         proof = request.headers.get(SIWX_HEADER)
         if not proof:
             raise Unauthorized("Send a SIGN-IN-WITH-X header (nonce from GET /auth/nonce)")
-        origin = origin_of_request(request.scope, request.app.state.settings.server.public_url)
+        origin = own_origin(request)
         try:
             wallet = await siwx.verify(conn, proof, origin)
         except WalletAuthError as exc:
@@ -483,6 +500,33 @@ class ConsolePagesController(Controller):
         check_csrf(session, data.csrf_token)
         await grants_service.revoke(conn, session.wallet, grant_id)
         return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
+
+    @post("/team/agents/message", status_code=HTTP_200_OK)
+    async def agent_message(
+        self, request: Request[Any, Any, State], session: Session, data: JSONBody[AgentDraft]
+    ) -> AgentMessage:
+        """The delegation text the owner's browser wallet signs for a new agent key."""
+        check_csrf(session, request.headers.get(CSRF_HEADER))
+        nonce = secrets.token_hex(16)
+        message = delegation_message(
+            own_origin(request), session.wallet, data.agent, data.scopes, data.namespaces,
+            data.expires_at, nonce,
+        )  # fmt: skip
+        return AgentMessage(message, nonce)
+
+    @post("/team/agents", status_code=HTTP_201_CREATED)
+    async def add_agent(
+        self, request: Request[Any, Any, State], conn: Conn, session: Session,
+        agents_service: NamedDependency[AgentService], data: JSONBody[AgentSigned],
+    ) -> AgentAdded:  # fmt: skip
+        """Register the agent key the owner signed for (POST /v1/agents's rules)."""
+        check_csrf(session, request.headers.get(CSRF_HEADER))
+        req = DelegationIn(
+            owner=session.wallet, agent=data.agent, scopes=data.scopes, nonce=data.nonce,
+            signature=data.signature, namespaces=data.namespaces, expires_at=data.expires_at,
+        )  # fmt: skip
+        row = await agents_service.register(conn, session.wallet, own_origin(request), req)
+        return AgentAdded(str(row["id"]), row["agent"])
 
     @post("/team/agents/{key_id:str}/revoke", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
     async def revoke_agent(

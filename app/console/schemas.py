@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from app.kit.schemas import StrictStruct
+from app.agents.schemas import MAX_NAMESPACES, Nonce, Scope
+from app.kit.schemas import Name, StrictStruct
 
 Address = Annotated[str, Meta(min_length=42, max_length=42)]
 Signature = Annotated[str, Meta(min_length=2, max_length=1024)]
@@ -36,3 +37,27 @@ class LinkOut(Struct):
     url: str  # opens a console session once, within expires_in seconds
     wallet: str
     expires_in: int
+
+
+class AgentDraft(StrictStruct):
+    """An agent key the owner is about to sign for (the team page's form)."""
+
+    agent: Address
+    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=2)]
+    namespaces: Annotated[list[Name], Meta(min_length=1, max_length=MAX_NAMESPACES)] | None = None
+    expires_at: str | None = None
+
+
+class AgentMessage(Struct):
+    message: str  # what the owner's wallet signs (EIP-191), app/agents/service.py's text
+    nonce: str
+
+
+class AgentSigned(AgentDraft, kw_only=True):
+    nonce: Nonce
+    signature: Signature
+
+
+class AgentAdded(Struct):
+    id: str
+    agent: str

@@ -30,6 +30,7 @@ from app.console.service import token_hash
 from tests.support.api import auth
 from tests.support.browser import Watched, browser, watch, with_wallet
 from tests.support.console import distinct_sentences
+from tests.support.team import as_agent
 
 SCREENSHOTS = "ENGRAM_CONSOLE_SCREENSHOTS"
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
@@ -335,3 +336,27 @@ def test_engram_console_opens_the_link_in_the_browser(
     page = context.new_page()
     page.goto(link)
     expect(page).to_have_url(f"{engram_url}/console/memories")
+
+
+def test_the_team_page_adds_an_agent_key_signed_by_the_browser_wallet(
+    context: BrowserContext, engram_url: str, wallet: LocalAccount
+) -> None:
+    store(engram_url, wallet, "A note the new agent key may read")
+    agent = Account.create()
+    with_wallet(context, wallet)
+    page = context.new_page()
+    seen = watch(page)
+    page.goto(f"{engram_url}/console/signin")
+    page.get_by_role("button", name="Sign in with a browser wallet").click()
+    expect(page).to_have_url(f"{engram_url}/console/memories")
+    page.get_by_role("link", name="Team").click()
+    page.get_by_label("Agent wallet").fill(agent.address)
+    page.get_by_role("button", name="Sign and add").click()
+    expect(page.locator("#agent-keys")).to_contain_text(agent.address.lower())
+    r = httpx.get(f"{engram_url}/v1/memories", headers=as_agent(agent, wallet), timeout=60)
+    assert r.status_code == 200 and r.json()["memories"], r.text
+    page.locator(f'tr.agent:has-text("{agent.address.lower()}")').get_by_role(
+        "button", name="Revoke"
+    ).click()
+    expect(page.locator("#agent-keys")).not_to_contain_text(agent.address.lower())
+    assert_only_engram(seen, engram_url)

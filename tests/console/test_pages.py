@@ -179,6 +179,14 @@ async def unsafe_routes(browser: AsyncTestClient, wallet: LocalAccount) -> dict[
     }  # fmt: skip
 
 
+# The console's JSON routes that change state: a body for each (the agent's address given)
+JSON_ROUTES = {
+    "/console/team/agents/message": lambda agent: {"agent": agent, "scopes": ["read"]},
+    "/console/team/agents": lambda agent: {"agent": agent, "scopes": ["read"],
+                                           "nonce": "n" * 16, "signature": "0x" + "1" * 130},
+}  # fmt: skip
+
+
 def console_posts(app: Litestar) -> set[str]:
     return {
         route.path
@@ -196,12 +204,20 @@ async def test_every_state_change_needs_the_csrf_token(
         re.sub(r"/[0-9a-f-]{36}", f"/{{{name}:str}}", p)
         for p, name in zip(routes, ["memory_id"] * 3 + ["", "grant_id", "key_id", ""], strict=True)
     }
+    templated |= set(JSON_ROUTES)
     assert templated == console_posts(console_app), "a console route is missing from this test"
     csrf = await sign_in(browser, wallet)
     for path, form in routes.items():
         for token in (None, "", "wrong" + csrf):
             data = form if token is None else {**form, "csrf_token": token}
             r = await browser.post(path, data=data, headers=origin(browser))
+            assert r.status_code == 403, (path, token, r.status_code)
+    # the scripts' JSON requests carry the token in a header
+    agent = Account.create().address
+    for path, body in JSON_ROUTES.items():
+        for token in (None, "", "wrong" + csrf):
+            headers = {**origin(browser), **({} if token is None else {"x-csrf-token": token})}
+            r = await browser.post(path, json=body(agent), headers=headers)
             assert r.status_code == 403, (path, token, r.status_code)
     memory = next(iter(routes)).rsplit("/", 1)[1]
     got = (await browser.get(f"/v1/memories/{memory}", headers=auth(wallet))).json()

@@ -7,9 +7,10 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from litestar.testing import AsyncTestClient
 
+from app.agents.service import sign_delegation
 from tests.support.api import auth, store_memory
 from tests.support.console import origin, sign_in
-from tests.support.team import as_grantee, delegate, grant
+from tests.support.team import as_agent, as_grantee, delegate, grant
 
 
 async def test_a_grant_made_in_the_console_reaches_the_namespace_until_revoked(
@@ -63,3 +64,29 @@ async def test_received_grants_and_agent_keys_are_listed_and_keys_revoked(
     assert r.status_code == 303
     after = (await browser.get("/console/team")).text
     assert agent.address.lower() not in after.split('id="agent-keys"')[1]
+
+
+async def test_an_agent_key_signed_by_the_owner_is_added_and_acts_for_it(
+    browser: AsyncTestClient, wallet: LocalAccount
+) -> None:
+    await store_memory(browser, wallet, "The owner's note an agent may read")
+    agent = Account.create()
+    csrf = await sign_in(browser, wallet)
+    headers = {**origin(browser), "x-csrf-token": csrf, "accept": "application/json"}
+    draft = {"agent": agent.address, "scopes": ["read"], "namespaces": ["default"]}
+    r = await browser.post("/console/team/agents/message", json=draft, headers=headers)
+    assert r.status_code == 200, r.text
+    message, nonce = r.json()["message"], r.json()["nonce"]
+    assert f"Owner: {wallet.address.lower()}" in message and f"Nonce: {nonce}" in message
+    forged = sign_delegation(Account.create().key.hex(), message)
+    r = await browser.post("/console/team/agents", json={**draft, "nonce": nonce,
+                           "signature": forged}, headers=headers)  # fmt: skip
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "signature"
+    signature = sign_delegation(wallet.key.hex(), message)
+    r = await browser.post("/console/team/agents", json={**draft, "nonce": nonce,
+                           "signature": signature}, headers=headers)  # fmt: skip
+    assert r.status_code == 201 and r.json()["agent"] == agent.address.lower(), r.text
+    listed = await browser.get("/v1/memories", headers=as_agent(agent, wallet))
+    assert listed.status_code == 200 and listed.json()["memories"], listed.text
+    page = (await browser.get("/console/team")).text
+    assert agent.address.lower() in page.split('id="agent-keys"')[1].split("</table>")[0]

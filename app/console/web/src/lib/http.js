@@ -1,7 +1,7 @@
 // JSON to the console's own endpoints (same origin), with the page's CSRF token when it has one.
 export async function postJson(path, body) {
   const token = document.querySelector('meta[name="csrf-token"]')?.content;
-  const headers = { "content-type": "application/json" };
+  const headers = { "content-type": "application/json", accept: "application/json" };
   if (token) headers["x-csrf-token"] = token;
   const response = await fetch(path, {
     method: "POST",
