@@ -199,3 +199,16 @@ async def test_the_sign_in_page_says_when_the_scripts_are_missing(
     monkeypatch.setattr(controller, "scripts_built", lambda: False)
     page = (await browser.get("/console/signin")).text
     assert "make console" in page and "one-time link" in page
+
+
+async def test_console_pages_count_against_the_wallets_rate_limit(
+    make_app, wallet: LocalAccount  # type: ignore[no-untyped-def]
+) -> None:
+    async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 4}), timeout=60) as c:
+        c.follow_redirects = False
+        link = await sign_in_link(c, wallet)
+        assert (await c.get(link)).status_code == 303
+        answers = [(await c.get("/console/memories")).status_code for _ in range(5)]
+        assert answers.count(429) >= 1 and answers[0] == 200, answers
+        # its stylesheet and scripts are never limited
+        assert (await c.get("/console/static/console.css")).status_code == 200
