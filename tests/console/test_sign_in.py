@@ -202,7 +202,8 @@ async def test_the_sign_in_page_says_when_the_scripts_are_missing(
 
 
 async def test_console_pages_count_against_the_wallets_rate_limit(
-    make_app, wallet: LocalAccount  # type: ignore[no-untyped-def]
+    make_app,
+    wallet: LocalAccount,  # type: ignore[no-untyped-def]
 ) -> None:
     async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 4}), timeout=60) as c:
         c.follow_redirects = False
