@@ -27,7 +27,7 @@ SHIPPED_FILES = ("alembic.ini", "package.json", "package-lock.json")
 
 CONSOLE_WEB = ROOT / "app" / "console" / "web"
 CONSOLE_DIST = ROOT / "app" / "console" / "static" / "dist"
-CONSOLE_SCRIPTS = ("signin.js", "memory.js", "usage.js", "team.js")
+CONSOLE_SCRIPTS = ("signin.js", "memory.js", "usage.js", "team.js", "link.js")
 
 
 def console_built() -> bool:

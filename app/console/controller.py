@@ -75,7 +75,13 @@ log = logging.getLogger("engram.console")
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
-SCRIPTS = ("signin.js", "memory.js", "usage.js", "team.js")  # built by setup.py from web/ (npm)
+SCRIPTS = (
+    "signin.js",
+    "memory.js",
+    "usage.js",
+    "team.js",
+    "link.js",
+)  # built by setup.py from web/ (npm)
 PAGE_SIZE = 50
 GRAPH_DEPTH = 2
 GRAPH_LIMIT = 50
@@ -224,11 +230,19 @@ class ConsoleAuthController(Controller):
         return LinkOut(f"{origin}/console/auth/link/{token}", wallet, LINK_TTL_SECONDS)
 
     @get("/link/{token:str}")
+    async def link_page(self, token: FromPath[str]) -> Template:
+        """A one-time link from `engram console`: a page whose script (or button) posts it back.
+        Opening the link spends nothing, so a chat app that fetches links to preview them
+        cannot use it up; only a browser that runs the page signs in."""
+        return render("link.html", None, token=token)
+
+    @post("/link/{token:str}", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
     async def open_link(
         self, request: Request[Any, Any, State], conn: Conn, token: FromPath[str],
         console_sessions: NamedDependency[ConsoleSessions],
     ) -> Response[Any]:  # fmt: skip
-        """A one-time link from `engram console`: signs this browser in, once."""
+        """Spend the link: a session for its wallet, once, from the link's own page."""
+        require_own_origin(request)
         wallet = await console_sessions.redeem_link(conn, token)
         if wallet is None:
             return render(

@@ -88,7 +88,7 @@ def test_wheel_install_serves_the_dev_chain_and_takes_a_payment(
         assert re.search(r"paid store: memory [0-9a-f-]{36} stored; tx 0x[0-9a-f]{64}", text), text
         # the console ships built: its pages and scripts come from the wheel, no Node.js needed
         assert httpx.get(f"{url}/console/signin", timeout=30).status_code == 200
-        for script in ("signin.js", "memory.js", "usage.js", "team.js"):
+        for script in ("signin.js", "memory.js", "usage.js", "team.js", "link.js"):
             r = httpx.get(f"{url}/console/static/dist/{script}", timeout=30)
             assert r.status_code == 200 and len(r.content) > 500, script
     finally:

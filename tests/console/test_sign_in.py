@@ -15,6 +15,7 @@ from app.console.middleware import COOKIE_NAME
 from app.console.service import token_hash
 from tests.support.console import (
     csrf_of,
+    open_link,
     origin,
     sign_in,
     sign_in_link,
@@ -31,7 +32,7 @@ async def test_a_link_signs_in_once_with_a_strict_http_only_cookie(
     browser: AsyncTestClient, wallet: LocalAccount
 ) -> None:
     link = await sign_in_link(browser, wallet)
-    r = await browser.get(link)
+    r = await open_link(browser, link)
     assert r.status_code == 303 and r.headers["location"] == "/console/memories"
     cookie = set_cookie(r).lower()
     assert cookie.startswith(f"{COOKIE_NAME}=")
@@ -41,7 +42,7 @@ async def test_a_link_signs_in_once_with_a_strict_http_only_cookie(
     page = await browser.get("/console/memories")
     assert page.status_code == 200 and wallet.address.lower()[:6] in page.text
     browser.cookies.clear()
-    again = await browser.get(link)
+    again = await open_link(browser, link)
     assert again.status_code == 401 and "used already or has expired" in again.text
     assert "set-cookie" not in again.headers
 
@@ -50,7 +51,7 @@ async def test_a_link_needs_a_valid_sign_in_with_x(browser: AsyncTestClient) -> 
     assert (await browser.post("/console/auth/links")).status_code == 401
     bad = await browser.post("/console/auth/links", headers={"SIGN-IN-WITH-X": "bm90IGpzb24="})
     assert bad.status_code == 401 and bad.json()["error"]["code"] == "UNAUTHORIZED"
-    unknown = await browser.get("/console/auth/link/not-a-token")
+    unknown = await open_link(browser, "/console/auth/link/not-a-token")
     assert unknown.status_code == 401
 
 
@@ -148,7 +149,7 @@ async def test_the_cookie_is_secure_over_https(settings: Settings, wallet: Local
     app = create_app(changed(settings, server={"public_url": "https://engram.example"}))
     async with AsyncTestClient(app=app, base_url="https://engram.example", timeout=60) as c:
         c.follow_redirects = False
-        r = await c.get(await sign_in_link(c, wallet))
+        r = await open_link(c, await sign_in_link(c, wallet))
         assert r.status_code == 303
         assert "secure" in set_cookie(r).lower()
 
@@ -208,8 +209,22 @@ async def test_console_pages_count_against_the_wallets_rate_limit(
     async with AsyncTestClient(app=make_app(limits={"rate_limit_per_minute": 4}), timeout=60) as c:
         c.follow_redirects = False
         link = await sign_in_link(c, wallet)
-        assert (await c.get(link)).status_code == 303
+        assert (await open_link(c, link)).status_code == 303
         answers = [(await c.get("/console/memories")).status_code for _ in range(5)]
         assert answers.count(429) >= 1 and answers[0] == 200, answers
         # its stylesheet and scripts are never limited
         assert (await c.get("/console/static/console.css")).status_code == 200
+
+
+async def test_loading_a_link_spends_nothing_and_only_its_own_page_spends_it(
+    browser: AsyncTestClient, wallet: LocalAccount
+) -> None:
+    link = await sign_in_link(browser, wallet)
+    for _ in range(3):  # a chat app previewing the link, say
+        assert (await browser.get(link)).status_code == 200
+    assert "set-cookie" not in (await browser.get(link)).headers
+    assert (await browser.post(link)).status_code == 403  # no Origin: not from its page
+    foreign = await browser.post(link, headers={"origin": "https://evil.example"})
+    assert foreign.status_code == 403
+    r = await open_link(browser, link)
+    assert r.status_code == 303 and r.headers["location"] == "/console/memories"
