@@ -90,7 +90,7 @@ def test_wheel_install_serves_the_dev_chain_and_takes_a_payment(
         assert httpx.get(f"{url}/console/signin", timeout=30).status_code == 200
         for script in ("signin.js", "memory.js", "usage.js", "team.js", "link.js"):
             r = httpx.get(f"{url}/console/static/dist/{script}", timeout=30)
-            assert r.status_code == 200 and len(r.content) > 500, script
+            assert r.status_code == 200 and b"document" in r.content, script
     finally:
         stop_serve(proc, data, log)
     # anvil was installed for the user, beside the data, from the manifest in the package
