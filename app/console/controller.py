@@ -12,6 +12,7 @@ against the wallet's rate limit like any request.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import secrets
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, TypeVar, cast
 from urllib.parse import urlencode
 
 import asyncpg
@@ -47,7 +48,7 @@ from app.api.transaction import request_transaction
 from app.auth.middleware import EXCLUDE_OPT_KEY, origin_of_request
 from app.auth.signature import ADDRESS_RE, WalletAuthError
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
-from app.console.middleware import COOKIE_NAME, foreign_origin
+from app.console.middleware import COOKIE_NAME, STATIC_PATH, foreign_origin
 from app.console.schemas import (
     AgentAdded,
     AgentDraft,
@@ -65,7 +66,14 @@ from app.grants.service import GrantService
 from app.history import service as history
 from app.kit.errors import ApiError, Forbidden, InvalidInput, Unauthorized
 from app.memory.repository import LIST_SORTS, ListOrder
-from app.memory.schemas import MAX_RECALL_QUERY_CHARS, MemoryType, RecallIn, UpdateIn, tags_of
+from app.memory.schemas import (
+    MAX_RECALL_QUERY_CHARS,
+    MemoryType,
+    RecallIn,
+    UpdateIn,
+    split_tags,
+    tags_of,
+)
 from app.memory.service import MemoryService, list_filter
 from app.payments import repository as payments
 from app.relations.service import RelationService
@@ -89,6 +97,7 @@ SEARCH_LIMIT = 20
 USAGE_DAYS = 30
 RECEIPTS = 50
 MEMORY_TYPES: tuple[str, ...] = MemoryType.__args__  # type: ignore[attr-defined]
+T = TypeVar("T")
 CSRF_HEADER = "x-csrf-token"  # the console's scripts send the page's token in it
 PUBLIC = {EXCLUDE_OPT_KEY: True}  # no wallet header: the console's cookie says who it is
 
@@ -153,6 +162,11 @@ def cleared_cookie() -> Cookie:
         key=COOKIE_NAME, value="", max_age=0, path="/", httponly=True, samesite="strict",
         expires=0,
     )  # fmt: skip
+
+
+def see_other(path: str) -> Redirect:
+    """Where a form's POST sends the browser next (a GET)."""
+    return Redirect(path, status_code=HTTP_303_SEE_OTHER)
 
 
 def render(
@@ -427,7 +441,7 @@ class ConsolePagesController(Controller):
         check_csrf(session, data.csrf_token)
         patch = _edit_patch(data)
         row, _ = await memory_service.update(conn, session.wallet, memory_id, patch)
-        return Redirect(f"/console/memories/{row['id']}", status_code=HTTP_303_SEE_OTHER)
+        return see_other(f"/console/memories/{row['id']}")
 
     @post("/memories/{memory_id:str}/pin", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
     async def pin(
@@ -440,7 +454,7 @@ class ConsolePagesController(Controller):
         row, _ = await memory_service.update(
             conn, session.wallet, memory_id, UpdateIn(pinned=data.pinned == "true")
         )
-        return Redirect(f"/console/memories/{row['id']}", status_code=HTTP_303_SEE_OTHER)
+        return see_other(f"/console/memories/{row['id']}")
 
     @get("/memories/{memory_id:str}/delete")
     async def confirm_delete(
@@ -456,7 +470,7 @@ class ConsolePagesController(Controller):
     ) -> Redirect:  # fmt: skip
         check_csrf(session, data.csrf_token)
         await memory_service.delete(conn, session.wallet, memory_id)
-        return Redirect("/console/memories", status_code=HTTP_303_SEE_OTHER)
+        return see_other("/console/memories")
 
     @get("/usage")
     async def usage(
@@ -499,12 +513,8 @@ class ConsolePagesController(Controller):
         check_csrf(session, data.csrf_token)
         fields = {"grantee": data.grantee.strip(), "namespace": data.namespace.strip(),
                   "access": data.access, "expires_at": data.expires_at.strip() or None}  # fmt: skip
-        try:
-            req = msgspec.convert(fields, GrantIn)
-        except msgspec.ValidationError as exc:
-            raise InvalidInput(f"Invalid grant: {exc}", {"field": "$"}) from exc
-        await grants_service.grant(conn, session.wallet, req)
-        return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
+        await grants_service.grant(conn, session.wallet, converted(fields, GrantIn, "grant"))
+        return see_other("/console/team")
 
     @post("/team/grants/{grant_id:str}/revoke", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
     async def revoke_grant(
@@ -513,7 +523,7 @@ class ConsolePagesController(Controller):
     ) -> Redirect:  # fmt: skip
         check_csrf(session, data.csrf_token)
         await grants_service.revoke(conn, session.wallet, grant_id)
-        return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
+        return see_other("/console/team")
 
     @post("/team/agents/message", status_code=HTTP_200_OK)
     async def agent_message(
@@ -549,7 +559,7 @@ class ConsolePagesController(Controller):
     ) -> Redirect:  # fmt: skip
         check_csrf(session, data.csrf_token)
         await agents_service.revoke(conn, session.wallet, key_id)
-        return Redirect("/console/team", status_code=HTTP_303_SEE_OTHER)
+        return see_other("/console/team")
 
 
 @dataclass(frozen=True)
@@ -573,9 +583,17 @@ def _checked(query: ListQuery) -> _Checked:
         raise InvalidInput("order must be asc or desc", {"field": "order"})
     if not 1 <= query.page <= 10**9:
         raise InvalidInput("page must be at least 1", {"field": "page"})
-    tags = [t.strip() for t in query.tags.split(",") if t.strip()]
+    tags = split_tags(query.tags)
     pinned = None if query.pinned == "" else query.pinned == "true"
     return _Checked(query.memory_type or None, tags, pinned, query.sort)
+
+
+def converted(fields: dict[str, Any], kind: type[T], what: str) -> T:
+    """A form's fields as the REST body they stand for, checked as strictly (422 otherwise)."""
+    try:
+        return msgspec.convert(fields, kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"Invalid {what}: {exc}", {"field": "$"}) from exc
 
 
 def _edit_patch(data: EditForm) -> UpdateIn:
@@ -590,12 +608,9 @@ def _edit_patch(data: EditForm) -> UpdateIn:
     fields = {
         "content": data.content, "importance": importance, "memory_type": data.memory_type,
         "namespace": data.namespace,
-        "tags": [t.strip() for t in data.tags.split(",") if t.strip()],
+        "tags": split_tags(data.tags) or [],  # blank: no tags (None would keep them)
     }  # fmt: skip
-    try:
-        return msgspec.convert(fields, UpdateIn)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(f"Invalid edit: {exc}", {"field": "$"}) from exc
+    return converted(fields, UpdateIn, "edit")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -621,7 +636,9 @@ def page_error(request: Request[Any, Any, State], exc: ApiError) -> Response[Any
     )
 
 
+@functools.cache
 def scripts_built() -> bool:
+    """Looked at once per process: a build after start needs a restart (the page says so)."""
     return all((STATIC / "dist" / name).is_file() for name in SCRIPTS)
 
 
@@ -632,7 +649,7 @@ def console_router() -> Router:
             " and graph will not work; run `make console` (npm) or install Engram's wheel"
         )
     static = create_static_files_router(
-        path="/console/static", directories=[STATIC], opt={**PUBLIC, **unlimited()},
+        path=STATIC_PATH, directories=[STATIC], opt={**PUBLIC, **unlimited()},
         include_in_schema=False, cache_control=None,
     )  # fmt: skip
     pages = Router(

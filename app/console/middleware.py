@@ -24,6 +24,7 @@ from app.kit.errors import Forbidden
 
 COOKIE_NAME = "engram_console"
 CONSOLE_PATH = "/console"
+STATIC_PATH = "/console/static"  # its files need no session: no database read for them
 
 
 # No inline script or style anywhere: every script is a file under /console/static.
@@ -76,7 +77,8 @@ class ConsoleMiddleware(ASGIMiddleware):
         token = cookie_token(headers)
         if token is not None:
             refuse_foreign_origin(scope, headers, self.public_url)
-            if str(scope["path"]).startswith(CONSOLE_PATH):
+            path = str(scope["path"])
+            if path.startswith(CONSOLE_PATH) and not path.startswith(STATIC_PATH):
                 await self._identify(scope, token)
         await next_app(scope, receive, send)
 
