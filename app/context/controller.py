@@ -31,10 +31,10 @@ class ContextController(Controller):
         grants_service: NamedDependency[GrantService],
         data: JSONBody[ContextIn],
     ) -> ContextAnswer:
-        wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "read")
-        if kept_to is not None:
-            data = msgspec.structs.replace(data, namespace=kept_to)
-        block = await context_service.build(conn, wallet, data)
+        wallet, actor = await reached(request, conn, grants_service, data.namespace, "read")
+        if actor.kept_to is not None:
+            data = msgspec.structs.replace(data, namespace=actor.kept_to)
+        block = await context_service.build(conn, wallet, data, actor)
         return ContextAnswer(
             context=block.context,
             memories_used=block.memories_used,

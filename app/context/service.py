@@ -20,6 +20,7 @@ from app.ai.facts import CONTEXT_CLOSE, CONTEXT_OPEN, FactModel, looks_like_inje
 from app.ai.tokens import count_tokens
 from app.context.schemas import ContextIn
 from app.kit.schemas import iso
+from app.memory.actor import OWNER, Actor
 from app.memory.schemas import RecallIn
 from app.memory.service import MemoryService, Recalled
 
@@ -81,13 +82,17 @@ class ContextService:
         self.memories = memories
         self.fact_model = fact_model
 
-    async def build(self, conn: asyncpg.Connection, wallet: str, req: ContextIn) -> ContextBlock:
+    async def build(
+        self, conn: asyncpg.Connection, wallet: str, req: ContextIn, actor: Actor = OWNER
+    ) -> ContextBlock:
+        """`actor`: a grantee's or an agent key's block is built from its namespace alone."""
         recalled, tokens_used, _ = await self.memories.recall(
             conn,
             wallet,
             # the block's budget (max_memories, max_tokens) decides what fits: no similarity floor
             RecallIn(query=req.query, limit=req.memory_limit, namespace=req.namespace,
                      session_id=req.session_id, agent_id=req.agent_id, min_similarity=0.0),
+            actor,
         )  # fmt: skip
         summary = None
         if req.summarize and recalled:

@@ -30,6 +30,7 @@ from app.grants.schemas import (
 from app.grants.service import GrantService
 from app.history import service as history
 from app.kit.errors import Forbidden
+from app.memory.actor import OWNER, Actor
 from app.memory.schemas import DEFAULT_NAMESPACE
 
 Grants = NamedDependency[GrantService]
@@ -94,24 +95,25 @@ async def reached(
     grants: GrantService,
     namespace: str | None,
     need: Access,
-) -> tuple[str, str | None]:
-    """The wallet whose memories this request reaches, and the one namespace it is kept to:
-    (the caller, None) for its own; (the owner, the namespace) for a grantee naming an owner
-    (x-memory-owner) with a live grant covering `need` there (403 otherwise); (the owner, the
-    namespace or None) for an agent key whose delegation covers `need` there. A grantee's or
-    an agent's writes are recorded in history as theirs."""
+) -> tuple[str, Actor]:
+    """The wallet whose memories this request reaches, and who acts there (app/memory/actor.py):
+    (the caller, OWNER) for its own; (the owner, a grantee kept to the namespace) for a grantee
+    naming an owner (x-memory-owner) with a live grant covering `need` there (403 otherwise);
+    (the owner, an agent key kept to the namespace, or to none) for an agent key whose
+    delegation covers `need` there. A grantee's or an agent's writes are recorded in history as
+    theirs."""
     delegation = state_of(request.scope).get("delegation")
     if delegation is not None:
         kept = agents.kept_to(delegation, namespace, need)
         history.ACTOR.set(delegation.agent)
-        return request.user, kept
+        return request.user, Actor(for_owner=True, kept_to=kept)
     owner = owner_named(request)
     if owner is None:
-        return request.user, None
+        return request.user, OWNER
     kept_to = namespace or DEFAULT_NAMESPACE
     wallet = await grants.acting_for(conn, request.user, owner, kept_to, need)
     history.ACTOR.set(request.user)
-    return wallet, kept_to
+    return wallet, Actor(for_owner=True, kept_to=kept_to)
 
 
 class GrantController(Controller):

@@ -27,7 +27,9 @@ from app.api.transaction import one_statement, relax_commit, request_transaction
 from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
 from app.grants.schemas import Access
 from app.grants.service import GrantService
+from app.kit.errors import Forbidden, MemoryNotFound
 from app.kit.schemas import absent_if_none, iso
+from app.memory.actor import OWNER, Actor
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
     DEFAULT_NAMESPACE,
@@ -136,12 +138,12 @@ class MemoryController(Controller):
         grants_service: Grants,
         data: JSONBody[StoreIn],
     ) -> StoreAnswer:
-        wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "write")
-        if kept_to is not None:
-            data = msgspec.structs.replace(data, namespace=kept_to)
+        wallet, actor = await reached(request, conn, grants_service, data.namespace, "write")
+        if actor.kept_to is not None:
+            data = msgspec.structs.replace(data, namespace=actor.kept_to)
         if data.agent_id is None and (agent := acting_agent(request)) is not None:
             data = msgspec.structs.replace(data, agent_id=agent)
-        outcome, tokens = await memory_service.store(conn, wallet, data)
+        outcome, tokens = await memory_service.store(conn, wallet, data, actor)
         memory = memory_to_wire(outcome.row)
         return StoreAnswer(
             id=memory.id,
@@ -184,16 +186,17 @@ class MemoryController(Controller):
         grants_service: Grants,
         data: JSONBody[RecallIn],
     ) -> RecallAnswer:
-        wallet, kept_to = await reached(request, conn, grants_service, data.namespace, "read")
-        if kept_to is not None:
-            data = msgspec.structs.replace(data, namespace=kept_to)
-        recalled, tokens, reranked = await memory_service.recall(conn, wallet, data)
+        wallet, actor = await reached(request, conn, grants_service, data.namespace, "read")
+        if actor.kept_to is not None:
+            data = msgspec.structs.replace(data, namespace=actor.kept_to)
+        recalled, tokens, reranked = await memory_service.recall(conn, wallet, data, actor)
         relax_commit(request)  # its writes are access counts (app/api/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
-            # GET /v1/memories/{id}/relations's list shape, for every result in one query
+            # GET /v1/memories/{id}/relations's list shape, for every result in one query; a
+            # grantee's or an agent key's, only those into the namespace it reaches
             linked = await relations_service.of_memories(
-                conn, wallet, [r.row["id"] for r in recalled]
+                conn, wallet, [r.row["id"] for r in recalled], actor.kept_to
             )
             for item, r in zip(items, recalled, strict=True):
                 item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
@@ -216,11 +219,13 @@ class MemoryController(Controller):
         sort: FromQuery[ListSort] = "created_at",
         order: FromQuery[SortOrder] = "desc",
     ) -> MemoryPage:
-        wallet, kept_to = await reached(
+        wallet, actor = await reached(
             request, conn, grants_service, memory_filter.namespace, "read"
         )
-        if kept_to is not None:
-            memory_filter = dataclasses.replace(memory_filter, wallet=wallet, namespace=kept_to)
+        if actor.kept_to is not None:
+            memory_filter = dataclasses.replace(
+                memory_filter, wallet=wallet, namespace=actor.kept_to
+            )
         rows, total = await memory_service.list_page(
             conn, memory_filter, limit, offset, ListOrder(sort, order == "desc")
         )
@@ -275,8 +280,8 @@ class MemoryController(Controller):
         grants_service: Grants,
         memory_id: FromPath[str],
     ) -> Memory:
-        wallet = await self._owner_of(request, conn, memory_service, grants_service, memory_id,
-                                      "read")  # fmt: skip
+        wallet, _ = await self._owner_of(request, conn, memory_service, grants_service,
+                                         memory_id, "read")  # fmt: skip
         # reading a memory by id is a use: it counts as an access (app/memory/scoring.py)
         row, _ = await memory_service.use(conn, wallet, memory_id)
         return memory_to_wire(row)
@@ -289,15 +294,22 @@ class MemoryController(Controller):
         grants: GrantService,
         memory_id: str,
         need: Access,
-    ) -> str:
-        """The wallet a by-id request reaches: the caller's, or the owner it names when a grant
-        (or the agent key's delegation) covers the memory's namespace."""
+    ) -> tuple[str, Actor]:
+        """The wallet a by-id request reaches and who acts there: the caller's, or the owner
+        it names when a grant (or the agent key's delegation) covers the memory's namespace.
+        A memory the caller may not read there is not found, as a missing one is: the answer
+        names nothing (no namespace, no owner) the caller could not see."""
         owner = owner_named(request)
         if owner is None and acting_agent(request) is None:
-            return request.user
+            return request.user, OWNER
         row = await memory_service.get(conn, (owner or request.user).lower(), memory_id)
-        wallet, _ = await reached(request, conn, grants, row["namespace"], need)
-        return wallet
+        try:
+            reach = await reached(request, conn, grants, row["namespace"], "read")
+        except Forbidden:
+            raise MemoryNotFound(memory_id) from None
+        if need == "read":
+            return reach
+        return await reached(request, conn, grants, row["namespace"], need)
 
     @get(
         "/memories/by-key/{key:path}",
@@ -315,8 +327,10 @@ class MemoryController(Controller):
         namespace: FromQuery[str] = DEFAULT_NAMESPACE,
     ) -> Memory:
         """The memory a store named `key` in the namespace (keys may hold `/`)."""
-        wallet, kept_to = await reached(request, conn, grants_service, namespace, "read")
-        row = await memory_service.by_key(conn, wallet, kept_to or namespace, str(key).lstrip("/"))
+        wallet, actor = await reached(request, conn, grants_service, namespace, "read")
+        row = await memory_service.by_key(
+            conn, wallet, actor.kept_to or namespace, str(key).lstrip("/")
+        )
         return memory_to_wire(row)
 
     @post(
@@ -364,12 +378,11 @@ class MemoryController(Controller):
     ) -> UpdatedMemory:
         if if_match is not None and data.expected_version is None:
             data = msgspec.structs.replace(data, expected_version=version_in(if_match))
-        wallet = await self._owner_of(request, conn, memory_service, grants_service, memory_id,
-                                      "write")  # fmt: skip
-        acting = wallet != request.user or acting_agent(request) is not None
-        if data.namespace is not None and acting:
+        wallet, actor = await self._owner_of(request, conn, memory_service, grants_service,
+                                             memory_id, "write")  # fmt: skip
+        if data.namespace is not None and actor.for_owner:
             await reached(request, conn, grants_service, data.namespace, "write")  # moved there
-        row, tokens = await memory_service.update(conn, wallet, memory_id, data)
+        row, tokens = await memory_service.update(conn, wallet, memory_id, data, actor)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 
     # The SDK sends PATCH /memories/batch; MemoClaw's CLI sends POST /memories/batch-update.

@@ -25,14 +25,16 @@ COLUMNS = (
 # it to prune partitions at planning time: memories are partitioned by user_id).
 WALLET = "$1"
 # Live relations of m (both directions), whose other end is itself live: feeds recall's decay.
-# For statements whose wallet is bound as $1.
-RELATION_COUNT = f"""(
+# For statements whose wallet is bound as $1; `kept` narrows the other end (relation_count).
+_RELATION_COUNT_WHERE = f"""(
     SELECT count(*) FROM memory_relations r
     JOIN memories o ON o.user_id = {WALLET}
         AND o.id = CASE WHEN r.source_id = m.id THEN r.target_id ELSE r.source_id END
     WHERE r.user_id = {WALLET} AND (r.source_id = m.id OR r.target_id = m.id)
         AND o.deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now())
+        {{kept}}
 )"""
+RELATION_COUNT = _RELATION_COUNT_WHERE.format(kept="")
 # A recall query's words OR-ed together (plainto_tsquery ANDs them, which long questions rarely
 # satisfy); the lexemes are already normalised, so the text is cast, not re-parsed.
 OR_TSQUERY = "replace(plainto_tsquery('english', {p})::text, ' & ', ' | ')::tsquery"
@@ -84,6 +86,9 @@ class MemoryFilter:
     immutable: bool | None = None
     include_deleted: bool = False
     metadata: dict[str, Any] | None = None  # JSON containment: metadata holds all of it
+    # the one namespace a grantee or an agent key reaches: relations whose other end lies
+    # elsewhere count for nothing in what it reads (app/memory/actor.py)
+    kept_to: str | None = None
 
 
 # The orders a list can be read in (MemoClaw's MCP server's `sort` values); ties by id.
@@ -626,12 +631,18 @@ def _given_lexicon(sql: _Sql, lexicon: Lexicon) -> str:
     ),"""
 
 
-def _signals(vec: str) -> str:
+def relation_count(sql: _Sql, kept_to: str | None) -> str:
+    """RELATION_COUNT of `m`, counting only relations into `kept_to` when given."""
+    kept = "" if kept_to is None else f"AND o.namespace = {sql.param(kept_to)}"
+    return _RELATION_COUNT_WHERE.format(kept=kept)
+
+
+def _signals(sql: _Sql, f: MemoryFilter, vec: str) -> str:
     """The raw signals of a candidate row `m` (joined with `q`), beside its columns."""
     return f"""{COLUMNS},
                1 - (m.embedding <=> {vec}) AS vector_sim,
                CASE WHEN m.tsv @@ q.tsq THEN {KEYWORD_MATCH} ELSE 0 END AS keyword_match,
-               {RELATION_COUNT} AS relation_count"""
+               {relation_count(sql, f.kept_to)} AS relation_count"""
 
 
 # A query's words (lexemes) and their inverse document frequencies, as the first round
@@ -743,7 +754,7 @@ async def _candidates(
             ) m ORDER BY {KEYWORD_MATCH} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
-        SELECT {_signals(vec)}, (SELECT count(*) FROM vec) AS vector_hits,
+        SELECT {_signals(sql, f, vec)}, (SELECT count(*) FROM vec) AS vector_hits,
                (SELECT array_agg(lex.word) FROM lex) AS lex_words,
                (SELECT array_agg(lex.idf) FROM lex) AS lex_idf {scoped}
         FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
@@ -812,7 +823,7 @@ async def second_round_candidates(
             FROM seed JOIN memory_relations r ON r.user_id = {WALLET}
                 AND (r.source_id = seed.id OR r.target_id = seed.id)
         )
-        SELECT {_signals(vec)}, cand.seed_id, cand.hops
+        SELECT {_signals(sql, f, vec)}, cand.seed_id, cand.hops
         -- one primary-key lookup per candidate (OFFSET 0 keeps the planner from flattening it
         -- into a join that scanned the whole wallet: 2 ms at 680 memories)
         FROM cand CROSS JOIN LATERAL (

@@ -34,6 +34,7 @@ from app.kit.errors import (
 )
 from app.kit.schemas import nfc_names, parse_time
 from app.memory import repository as repo
+from app.memory.actor import OWNER, Actor, check_owner_only
 from app.memory.dates import EventTime, asks_when, event_time, query_window
 from app.memory.repository import MemoryFields, MemoryFilter, NewMemory
 from app.memory.schemas import (
@@ -351,11 +352,13 @@ class MemoryService:
     # ---- store -----------------------------------------------------------------------------
 
     async def store(
-        self, conn: asyncpg.Connection, wallet: str, item: StoreIn
+        self, conn: asyncpg.Connection, wallet: str, item: StoreIn, actor: Actor = OWNER
     ) -> tuple[StoreOutcome, int]:
+        """`actor`: a grantee or an agent key sets no owner-only field (app/memory/actor.py)."""
+        check_owner_only(actor, item)
         prepared = prepare_store(item, now_utc())
         if prepared.key is not None:
-            return await self.upsert_by_key(conn, wallet, prepared, item)
+            return await self.upsert_by_key(conn, wallet, prepared, item, actor=actor)
         with phase("store", "embed"):
             embedded = await self.embedder.embed([prepared.content])
         with phase("store", "sql"):
@@ -370,11 +373,13 @@ class MemoryService:
         fields: MemoryFields,
         item: StoreIn,
         action: history.Action = "create",
+        actor: Actor = OWNER,
     ) -> tuple[StoreOutcome, int]:
         """A keyed store: the memory holding the key in its namespace, as a new version, or a
         new memory at version 1 (no dedup: the key says which memory it is). Stores of one key
         take turns until commit, so none is lost; a writer that names the version it read meets
-        a newer one as its `on_conflict` says."""
+        a newer one as its `on_conflict` says. A grantee's or an agent key's store leaves the
+        memory's expiry as the owner set it (it may not set one: app/memory/actor.py)."""
         assert fields.key is not None
         await repo.lock_key(conn, wallet, fields.namespace, fields.key)
         current = await repo.holding_key(conn, wallet, fields.namespace, fields.key, True)
@@ -389,6 +394,8 @@ class MemoryService:
         content, tokens, merged = await self._content_for(current, fields.content, item)
         embedded = await self.embedder.embed([content])
         changes = self.content_columns(content, embedded.vectors[0]) | _stored_over(fields, item)
+        if actor.for_owner:
+            del changes["expires_at"]
         after = await repo.update(conn, wallet, current["id"], changes)
         change = history.versioned(current, after)
         if merged:
@@ -640,8 +647,15 @@ class MemoryService:
     # ---- update / delete -------------------------------------------------------------------
 
     async def update(
-        self, conn: asyncpg.Connection, wallet: str, memory_id: str, patch: UpdateIn
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        memory_id: str,
+        patch: UpdateIn,
+        actor: Actor = OWNER,
     ) -> tuple[asyncpg.Record, int]:
+        """`actor`: a grantee or an agent key sets no owner-only field (app/memory/actor.py)."""
+        check_owner_only(actor, patch)
         before, after, tokens = await self._apply_update(conn, wallet, memory_id, patch)
         await history.record(conn, wallet, [history.updated(before, after)])
         return after, tokens
@@ -802,10 +816,14 @@ class MemoryService:
 
     # ---- recall ----------------------------------------------------------------------------
 
-    async def recall(self, conn: asyncpg.Connection, wallet: str, req: RecallIn) -> RecallResult:
+    async def recall(
+        self, conn: asyncpg.Connection, wallet: str, req: RecallIn, actor: Actor = OWNER
+    ) -> RecallResult:
+        """`actor` kept to a namespace: the memories and their relation counts are from there
+        alone (the second round follows relations and continuations within `req`'s filter)."""
         if not req.query.strip():
             raise InvalidInput("query must not be blank", {"field": "query"})
-        f = recall_filter(wallet, req)
+        f = recall_filter(wallet, req, actor.kept_to)
         with phase("recall", "embed"):
             embedded = await self.embedder.embed([req.query])
         vector = embedded.vectors[0]
@@ -1012,14 +1030,14 @@ def _as_list(value: str | Sequence[str] | None) -> list[str] | None:
     return [value] if isinstance(value, str) else list(value)
 
 
-def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
+def recall_filter(wallet: str, req: RecallIn, kept_to: str | None = None) -> MemoryFilter:
     filters = req.filters
     now = now_utc()
     after = (filters.after if filters else None) or req.after or req.since
     before = (filters.before if filters else None) or req.before or req.until
     return MemoryFilter(
         wallet=wallet,
-        namespace=req.namespace,
+        namespace=req.namespace if kept_to is None else kept_to,
         session_id=req.session_id,
         agent_id=req.agent_id,
         memory_types=_as_list((filters.memory_type if filters else None) or req.memory_type),
@@ -1032,6 +1050,7 @@ def recall_filter(wallet: str, req: RecallIn) -> MemoryFilter:
                                   "filters.occurred_after"),
         occurred_before=parse_time(filters.occurred_before if filters else None,
                                    "filters.occurred_before"),
+        kept_to=kept_to,
     )  # fmt: skip
 
 

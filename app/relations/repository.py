@@ -93,9 +93,14 @@ async def find(
 
 
 async def linked(
-    conn: asyncpg.Connection, wallet: str, memory_ids: Sequence[UUID]
+    conn: asyncpg.Connection,
+    wallet: str,
+    memory_ids: Sequence[UUID],
+    kept_to: str | None = None,
 ) -> list[asyncpg.Record]:
-    """The visible relations of each of `memory_ids`, both directions, in one query.
+    """The visible relations of each of `memory_ids`, both directions, in one query; with
+    `kept_to`, only those whose other end is in that namespace (what a grantee or an agent key
+    kept to it may see).
 
     Each row names the memory it was found from (`anchor_id`), its `direction` from there, and
     the memory at the other end (`other_id`, content, importance, memory_type, namespace).
@@ -115,10 +120,10 @@ async def linked(
             FROM memory_relations r WHERE r.user_id = $1 AND r.target_id = ANY($2::uuid[])
         ) x
         JOIN memories m ON m.user_id = $1 AND m.id = x.other_id
-        WHERE {LIVE}
+        WHERE {LIVE} AND ($3::text IS NULL OR m.namespace = $3)
         ORDER BY x.anchor_id, x.created_at, x.id
         """,
-        wallet, list(memory_ids),
+        wallet, list(memory_ids), kept_to,
     )  # fmt: skip
     return rows
 

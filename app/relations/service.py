@@ -106,12 +106,18 @@ class RelationService:
         return await repo.linked(conn, wallet, [memory_id])
 
     async def of_memories(
-        self, conn: asyncpg.Connection, wallet: str, memory_ids: Sequence[UUID]
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        memory_ids: Sequence[UUID],
+        kept_to: str | None = None,
     ) -> dict[UUID, list[asyncpg.Record]]:
-        """The visible relations of several memories (recall's include_relations), one query."""
+        """The visible relations of several memories (recall's include_relations), one query;
+        with `kept_to` (a grantee's or an agent key's namespace), only those whose other end
+        is there: a relation never shows what the caller may not read."""
         by_memory: dict[UUID, list[asyncpg.Record]] = defaultdict(list)
         if memory_ids:
-            for row in await repo.linked(conn, wallet, memory_ids):
+            for row in await repo.linked(conn, wallet, memory_ids, kept_to):
                 by_memory[row["anchor_id"]].append(row)
         return by_memory
 

@@ -3,7 +3,8 @@ or write on one namespace; the grantee reaches it by naming the owner (x-memory-
 recall, list, get, store, update and context, and nowhere else; it pays with its own free
 tier; history records it as the actor; revoking or expiry takes effect on the next request; a
 grant never widens to another namespace. Every refusal is a 403 FORBIDDEN that changes
-nothing."""
+nothing, but for a memory asked for by id outside the grant's reach: that is a 404, as a missing
+one (tests/grants/test_reach.py)."""
 
 from __future__ import annotations
 
@@ -102,9 +103,6 @@ async def test_a_grant_never_widens_to_another_namespace_or_route(client, team) 
         await client.post("/v1/recall", json={"query": "salary"}, headers=h),  # default
         await client.get("/v1/memories", params={"namespace": "private"}, headers=h),
         await client.get("/v1/memories", headers=h),
-        await client.get(f"/v1/memories/{ids['private']}", headers=h),
-        await client.patch(f"/v1/memories/{ids['private']}", json={"importance": 1.0},
-                           headers=h),
         await client.patch(f"/v1/memories/{ids['shared']}", json={"namespace": "private"},
                            headers=h),
         await client.post("/v1/store", json={"content": "x", "namespace": "private"},
@@ -119,6 +117,12 @@ async def test_a_grant_never_widens_to_another_namespace_or_route(client, team) 
         await client.get("/v1/export", headers=h),
     ]  # fmt: skip
     assert all(forbidden(r) for r in refused), [(r.status_code, r.text[:80]) for r in refused]
+    hidden = [  # by id, outside the grant: not found, as a missing memory
+        await client.get(f"/v1/memories/{ids['private']}", headers=h),
+        await client.patch(f"/v1/memories/{ids['private']}", json={"importance": 1.0},
+                           headers=h),
+    ]  # fmt: skip
+    assert [r.status_code for r in hidden] == [404, 404], [r.text[:80] for r in hidden]
     assert await owners_memories(client, owner) == before
     given = (await client.get("/v1/grants", headers=auth(owner))).json()["given"]
     assert [g["namespace"] for g in given] == [TEAM]
@@ -170,7 +174,7 @@ async def test_revoked_and_expired_grants_end_on_the_next_request(
     finally:
         await conn.close()
     assert forbidden(await client.post("/v1/recall", json=ask, headers=h))
-    assert forbidden(await client.get(f"/v1/memories/{ids['shared']}", headers=h))
+    assert (await client.get(f"/v1/memories/{ids['shared']}", headers=h)).status_code == 404
 
 
 async def test_no_grant_no_reach(client, team) -> None:
@@ -180,7 +184,7 @@ async def test_no_grant_no_reach(client, team) -> None:
     h = acting(stranger, owner)
     assert forbidden(await client.post("/v1/recall", json={"query": "staging", "namespace": TEAM},
                                        headers=h))  # fmt: skip
-    assert forbidden(await client.get(f"/v1/memories/{ids['shared']}", headers=h))
+    assert (await client.get(f"/v1/memories/{ids['shared']}", headers=h)).status_code == 404
     r = await client.post("/v1/recall", json={"query": "staging"},
                           headers={**auth(stranger), "x-memory-owner": "not-a-wallet"})  # fmt: skip
     assert r.status_code in (403, 422)

@@ -1,0 +1,60 @@
+"""Who acts on a wallet's memories in one request, and what only the owner may do.
+
+A grantee (x-memory-owner) or an agent key (x-wallet-owner) acts for the owner: it reaches one
+namespace (`kept_to`), and every part of its answers comes from there (relations, the counts
+that score a recall). It writes as a write grant allows: content, metadata, tags, importance,
+type, pinning, ids, moves between namespaces it may write; never what removes a memory or
+locks it (OWNER_ONLY), since a grant never covers delete.
+
+No HTTP types here: the controller says who acts (app/grants/controller.py `reached`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from app.kit.errors import Forbidden
+from app.memory.schemas import StoreIn, UpdateIn
+
+# The fields only the owner sets, on PATCH and on store: `expires_at` ends a memory (a delete
+# in all but name, on a timer; clearing it overrides the owner's retention), `immutable: true`
+# locks it against the owner's own PATCH and DELETE. (`immutable: false` changes nothing: an
+# immutable memory refuses every change.) Pinning neither removes nor locks (it only keeps a
+# memory from fading in recall, and anyone who may write may unpin it), so a write grant
+# covers it.
+OWNER_ONLY = ("expires_at", "immutable")
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: the wallet's owner (`OWNER`), or a grantee or agent key acting for it
+    (`for_owner`), kept to one namespace (`kept_to`; None: the owner itself, or an agent key
+    whose delegation names no namespaces and so reaches them all)."""
+
+    for_owner: bool = False
+    kept_to: str | None = None
+
+
+OWNER = Actor()
+
+
+def owner_only_fields(body: StoreIn | UpdateIn) -> list[str]:
+    """The owner-only fields a store or an update sets: a store's `expires_at` when given, an
+    update's when sent at all (its null clears the expiry); `immutable` when true."""
+    expiry = body.expires_at is not (None if isinstance(body, StoreIn) else msgspec.UNSET)
+    return [name for name, sent in (("expires_at", expiry), ("immutable", bool(body.immutable)))
+            if sent]  # fmt: skip
+
+
+def check_owner_only(actor: Actor, body: StoreIn | UpdateIn) -> None:
+    """403 when a grantee or an agent key sends a field only the owner sets (OWNER_ONLY)."""
+    if not actor.for_owner:
+        return
+    sent = owner_only_fields(body)
+    if sent:
+        raise Forbidden(
+            f"Only the owner sets {', '.join(sent)}: a grant or an agent key never removes or"
+            " locks a memory",
+            {"fields": sent},
+        )
