@@ -126,7 +126,17 @@ def cmd_serve(args: argparse.Namespace) -> None:
         uvicorn.run(
             app, host=host, port=port, log_config=None, access_log=False,
             timeout_graceful_shutdown=ready.server.shutdown_grace_seconds,
+            **proxy_options(ready.server.trusted_proxies),
         )  # fmt: skip
+
+
+def proxy_options(trusted_proxies: tuple[str, ...]) -> dict[str, Any]:
+    """uvicorn's handling of X-Forwarded-For/-Proto: believed from ENGRAM_TRUSTED_PROXIES' peers
+    only. uvicorn's own default believes any loopback peer (and FORWARDED_ALLOW_IPS), so a local
+    process could change the scheme and client address a request is seen with."""
+    if not trusted_proxies:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": list(trusted_proxies)}
 
 
 # Worker processes get the parent's resolved settings (embedded database URL, dev chain) here.
@@ -160,6 +170,7 @@ def _serve_workers(settings: Settings, workers: int) -> None:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=settings.server.shutdown_grace_seconds,
+        **proxy_options(settings.server.trusted_proxies),
     )
 
 
@@ -270,7 +281,7 @@ def cmd_wallet_delegate(args: argparse.Namespace) -> None:
 
     from eth_account import Account
 
-    from app.agents.service import delegation_message, sign_delegation
+    from app.agents.service import delegation_message, issued_now, sign_delegation
     from app.auth.siwx import origin_of
 
     key = args.key or os.environ.get("ENGRAM_PRIVATE_KEY") or os.environ.get("MEMOCLAW_PRIVATE_KEY")
@@ -284,12 +295,12 @@ def cmd_wallet_delegate(args: argparse.Namespace) -> None:
     if args.days is not None:
         moment = datetime.now(UTC) + timedelta(days=args.days)
         expires_at = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-    nonce = secrets.token_hex(16)
+    nonce, issued_at = secrets.token_hex(16), issued_now()
     message = delegation_message(origin_of(url), owner, args.agent, scopes, namespaces,
-                                 expires_at, nonce)  # fmt: skip
+                                 issued_at, expires_at, nonce)  # fmt: skip
     body = {"owner": owner, "agent": args.agent.lower(), "scopes": scopes,
-            "namespaces": namespaces, "expires_at": expires_at, "nonce": nonce,
-            "signature": sign_delegation(key, message)}  # fmt: skip
+            "namespaces": namespaces, "issued_at": issued_at, "expires_at": expires_at,
+            "nonce": nonce, "signature": sign_delegation(key, message)}  # fmt: skip
     print(json.dumps({k: v for k, v in body.items() if v is not None}))
 
 
@@ -392,7 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
     delegate.add_argument("--scopes", default="read,write", help="read, write or read,write")
     delegate.add_argument("--namespaces", default=None, help="comma-separated; default: all")
     delegate.add_argument("--days", type=float, default=None, help="expires after; default never")
-    delegate.add_argument("--url", default=None, help="Engram's URL; default $ENGRAM_URL or :8000")
+    delegate.add_argument(
+        "--url", default=None, help="the server's ENGRAM_PUBLIC_URL (a server on loopback without"
+        " it: the address it listens on); default $ENGRAM_URL or http://127.0.0.1:8000",
+    )  # fmt: skip
     delegate.add_argument("--key", help="the owner's private key; default $ENGRAM_PRIVATE_KEY")
     delegate.set_defaults(func=cmd_wallet_delegate)
     from app.setup.cli import add_setup_command  # `engram setup` (app/setup/)

@@ -9,6 +9,7 @@ contract's defaults (app/kit/contract.py), so loading settings loads no framewor
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -82,6 +83,19 @@ def path(name: str, raw: str) -> Path:
 def comma_list(name: str, raw: str) -> tuple[str, ...]:
     """Comma-separated entries, blanks dropped."""
     return tuple(entry.strip() for entry in raw.split(",") if entry.strip())
+
+
+def proxy_list(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated IP addresses or networks (CIDR), or `*` alone."""
+    entries = comma_list(name, raw)
+    if entries == ("*",):
+        return entries
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise SystemExit(f"{name} lists {entry!r}: an IP address or network, or *") from None
+    return entries
 
 
 def usd_amount(name: str, raw: str) -> Decimal:
@@ -172,8 +186,13 @@ class ServerSettings(SettingsGroup):
     host: str = env("ENGRAM_HOST", "127.0.0.1", text)
     port: int = env("ENGRAM_PORT", 8000, integer)
     # The origin clients reach this server at (scheme://host[:port]), which Sign-In-With-X
-    # proofs must name; unset: the origin each request was sent to (its Host header).
+    # proofs and agent-key delegations must name. Unset: Sign-In-With-X takes the origin each
+    # request was sent to (its Host header); a delegation names the server's own loopback origin
+    # (http://127.0.0.1:8000), and on a server listening beyond loopback none registers.
     public_url: str | None = env("ENGRAM_PUBLIC_URL", None, text)
+    # The proxies whose X-Forwarded-For and X-Forwarded-Proto `engram serve` believes (IPs or
+    # CIDRs, `*` for any peer); none: those headers change nothing, whoever sends them.
+    trusted_proxies: tuple[str, ...] = env("ENGRAM_TRUSTED_PROXIES", (), proxy_list)
     # `engram serve`'s logs: one JSON object per line (request lines: app/api/observe.py), or text
     log_format: str = env("ENGRAM_LOG_FORMAT", "json", log_format)
     # On SIGTERM the server stops accepting connections and lets in-flight requests finish for

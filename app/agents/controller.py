@@ -1,4 +1,5 @@
-"""HTTP for agent keys (free calls): POST /v1/agents, GET /v1/agents, DELETE /v1/agents/{id}."""
+"""HTTP for agent keys (free calls): POST /v1/agents, GET /v1/agents, DELETE /v1/agents/{id},
+DELETE /v1/agents/nonces/{nonce} (the owner cancels a delegation it signed)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from app.agents.schemas import (
     AgentKeyList,
     AgentKeyRevoked,
     DelegationIn,
+    NonceCancelled,
     agent_key_to_wire,
 )
-from app.agents.service import AgentService
+from app.agents.service import AgentService, server_origin
 from app.api.openapi import error_responses
 from app.api.params import Conn, WalletRequest
-from app.auth.middleware import origin_of_request
+from app.kit.schemas import absent_if_none
 
 Agents = NamedDependency[AgentService]
 
@@ -30,7 +32,8 @@ class AgentController(Controller):
         "",
         status_code=HTTP_201_CREATED,
         responses=error_responses(
-            conflict="The delegation's nonce was registered before",
+            conflict="The delegation's nonce was registered or cancelled before, or the owner"
+            " registered a delegation to this agent issued at the same time or later",
             forbidden="The caller is neither the delegation's owner nor its agent",
         ),
     )
@@ -40,8 +43,10 @@ class AgentController(Controller):
     ) -> AgentKey:  # fmt: skip
         """Register a delegation the owner signed (the owner or the agent calls): the agent
         then acts for the owner within its scopes. It replaces the owner's earlier one to the
-        same agent."""
-        server = origin_of_request(request.scope, request.app.state.settings.server.public_url)
+        same agent, and only one issued earlier. Its Server line names ENGRAM_PUBLIC_URL's
+        origin (on a server listening on loopback without it, the address it listens on); a
+        server listening beyond loopback without ENGRAM_PUBLIC_URL answers 503."""
+        server = server_origin(request.app.state.settings.server, request.scope.get("server"))
         return agent_key_to_wire(await agents_service.register(conn, request.user, server, data))
 
     @get("")
@@ -68,3 +73,13 @@ class AgentController(Controller):
         request."""
         revoked = await agents_service.revoke(conn, request.user, agent_key_id)
         return AgentKeyRevoked(id=str(revoked), revoked=True)
+
+    @delete("/nonces/{nonce:str}", status_code=HTTP_200_OK)
+    async def cancel_nonce(
+        self, request: WalletRequest, conn: Conn, agents_service: Agents, nonce: FromPath[str]
+    ) -> NonceCancelled:
+        """Cancel a delegation the caller signed as owner, by its nonce: it never registers
+        (a 409 if anyone sends it), and if it is registered and live it is revoked."""
+        revoked = await agents_service.cancel(conn, request.user, nonce)
+        ended = None if revoked is None else str(revoked)
+        return NonceCancelled(nonce=nonce, cancelled=True, revoked=absent_if_none(ended))

@@ -18,8 +18,10 @@ from app.kit.schemas import Name, StrictStruct, absent_if_none, iso
 
 Scope = Literal["read", "write"]
 Address = Annotated[str, Meta(pattern=ADDRESS_RE.pattern)]
-# A delegation's nonce: the owner's choice, once per owner (a registered one is never taken again)
-Nonce = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{8,128}$")]
+# A delegation's nonce: the owner's choice, once per owner (a registered or cancelled one is
+# never taken again)
+NONCE_PATTERN = r"^[A-Za-z0-9_-]{8,128}$"
+Nonce = Annotated[str, Meta(pattern=NONCE_PATTERN)]
 Signature = Annotated[str, Meta(pattern=SIGNATURE_RE.pattern)]
 # The header an agent names the owner it acts for (README, "Team memory")
 OWNER_HEADER = "x-wallet-owner"
@@ -32,7 +34,11 @@ class DelegationIn(StrictStruct):
     scopes: Annotated[list[Scope], Meta(min_length=1, max_length=2)]
     nonce: Nonce
     signature: Signature
-    # none: every namespace of the owner
+    # ISO 8601, when the owner signed it (at most a few minutes ahead of this server's clock):
+    # it registers only if issued after the owner's earlier delegations to the agent
+    issued_at: Annotated[str, Meta(max_length=64)]
+    # none: every namespace of the owner. Kept as sent here (the signature is over this
+    # spelling); the delegation compares them in NFC, as every namespace is.
     namespaces: Annotated[list[Name], Meta(min_length=1, max_length=MAX_NAMESPACES)] | None = None
     expires_at: str | None = None  # ISO 8601, in the future; none: until revoked
 
@@ -42,6 +48,7 @@ class AgentKey(Struct, kw_only=True):
     owner: str
     agent: str
     scopes: list[Scope]
+    issued_at: str  # when the owner signed it (a newer one replaces it, never an older one)
     created_at: str
     namespaces: list[str] | UnsetType = UNSET  # absent: every namespace
     expires_at: str | UnsetType = UNSET
@@ -55,6 +62,12 @@ class AgentKeyList(Struct):
 class AgentKeyRevoked(Struct):
     id: str
     revoked: bool
+
+
+class NonceCancelled(Struct, kw_only=True):
+    nonce: str
+    cancelled: bool  # true: a delegation signed with this nonce never registers
+    revoked: str | UnsetType = UNSET  # the id of the live delegation it ended, if registered
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,7 @@ def agent_key_to_wire(row: Any) -> AgentKey:
         owner=row["owner"],
         agent=row["agent"],
         scopes=list(row["scopes"]),
+        issued_at=iso(row["issued_at"]),
         created_at=iso(row["created_at"]),
         namespaces=absent_if_none(None if row["namespaces"] is None else list(row["namespaces"])),
         expires_at=absent_if_none(iso(row["expires_at"])),

@@ -5,7 +5,12 @@ the owner (x-wallet-owner): the request acts as the owner (its memories, its fre
 the scopes, and history records the agent.
 
 Replay: the signed message names the server and a nonce that registers once, so a delegation
-cannot be registered again (after its revocation, say) nor on another server. The owner header
+cannot be registered again (after its revocation, say) nor on another server: the Server line is
+this server's configured origin (ENGRAM_PUBLIC_URL), or on a server listening on loopback only
+its own address, never one taken from the request's headers. It carries the time the owner
+issued it: a delegation registers only when issued after every earlier one of the owner to that
+agent (live, replaced, revoked or expired), so an older, broader body never replaces a newer one;
+and the owner may cancel a nonce before it is registered (or revoke it, if it was). The owner header
 itself is not signed: it only chooses among the delegations the calling agent holds, looked up
 on every request, so a replayed agent header can do no more than the agent could; an agent that
 wants replay-proof calls signs in with SIGN-IN-WITH-X.
@@ -14,9 +19,11 @@ No HTTP types here (controller.py, app/auth/middleware.py); no SQL (repository.p
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import asyncpg
@@ -24,14 +31,30 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from app.agents import repository as repo
-from app.agents.schemas import OWNER_HEADER, Delegation, DelegationIn
+from app.agents.schemas import NONCE_PATTERN, OWNER_HEADER, Delegation, DelegationIn
 from app.auth.signature import ADDRESS_RE, is_high_s
+from app.auth.siwx import origin_of
+from app.config import ServerSettings
 from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
-from app.kit.errors import Conflict, Forbidden, InvalidInput, NotFound, id_or_not_found
+from app.kit.errors import (
+    Conflict,
+    DelegationCancelled,
+    DelegationNotNewer,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PublicUrlUnset,
+    id_or_not_found,
+)
+from app.kit.schemas import iso, nfc_names, parse_time
 from app.memory.schemas import DEFAULT_NAMESPACE, parse_future_time
 
 TITLE = "Engram agent delegation"
 COVERED_ROUTES = "recall, list, get, store, update and context"
+# How far past this server's clock a delegation's issued_at may be: the owner's clock, at most
+# this fast (the same leeway as an x-wallet-auth header's, app/auth/signature.py)
+ISSUED_SKEW = timedelta(minutes=5)
+NONCE_RE = re.compile(NONCE_PATTERN)
 
 
 def delegation_message(
@@ -40,11 +63,13 @@ def delegation_message(
     agent: str,
     scopes: Sequence[str],
     namespaces: Sequence[str] | None,
+    issued_at: str,
     expires_at: str | None,
     nonce: str,
 ) -> str:
-    """The text an owner signs (EIP-191 personal_sign). Addresses lower-case; lists and the
-    expiry as JSON, so no two different delegations read alike."""
+    """The text an owner signs (EIP-191 personal_sign). Addresses lower-case; lists and times
+    as JSON, so no two different delegations read alike. Namespaces as the owner wrote them
+    (the delegation keeps them in NFC, as every namespace is compared)."""
     return "\n".join((
         TITLE,
         f"Server: {server}",
@@ -52,9 +77,51 @@ def delegation_message(
         f"Agent: {agent.lower()}",
         f"Scopes: {json.dumps(list(scopes))}",
         f"Namespaces: {json.dumps(None if namespaces is None else list(namespaces))}",
+        f"Issued: {json.dumps(issued_at)}",
         f"Expires: {json.dumps(expires_at)}",
         f"Nonce: {nonce}",
     ))  # fmt: skip
+
+
+def issued_now(now: datetime | None = None) -> str:
+    """An issued-at for a delegation signed now (ISO 8601 UTC, milliseconds: two delegations
+    signed in one second still come in order)."""
+    moment = now or datetime.now(UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def on_loopback(host: str) -> bool:
+    """Whether a listen address is reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def server_origin(settings: ServerSettings, bound: Sequence[object] | None) -> str:
+    """The origin a delegation registered here must name (its Server line): ENGRAM_PUBLIC_URL's;
+    unset, on a server listening on loopback, the address it listens on (`bound`: the ASGI
+    scope's `server`, the connection's own socket; else the settings' host and port), never
+    one a request's headers name; unset beyond loopback, none (503: the operator sets it)."""
+    if settings.public_url:
+        return origin_of(settings.public_url)
+    if not on_loopback(settings.host):
+        raise PublicUrlUnset(settings.host)
+    host, port = (bound[0], bound[1]) if bound else (settings.host, settings.port)
+    name = f"[{host}]" if ":" in str(host) else str(host)
+    return f"http://{name}" if port in (80, None) else f"http://{name}:{port}"
+
+
+def parse_issued(value: str, now: datetime) -> datetime:
+    issued = parse_time(value, "issued_at") or now  # a str parses to a time, or raises
+    if issued > now + ISSUED_SKEW:
+        raise InvalidInput(
+            f"issued_at is in the future (this server's clock reads {iso(now)})",
+            {"field": "issued_at"},
+        )
+    return issued
 
 
 def sign_delegation(private_key: str, message: str) -> str:
@@ -75,6 +142,13 @@ def signer_of(message: str, signature: str) -> str | None:
     except Exception:  # eth-keys raises several types for unrecoverable signatures
         return None
     return signer.lower()
+
+
+def nonce_registered() -> Conflict:
+    return Conflict(
+        "This delegation's nonce was registered before: the owner signs a new one",
+        {"field": "nonce"},
+    )
 
 
 def check_caller_is_party(caller: str, owner: str, agent: str) -> None:
@@ -105,27 +179,46 @@ class AgentService:
         if owner == agent:
             raise InvalidInput("a wallet cannot delegate to itself", {"field": "agent"})
         check_distinct(req.scopes, "scopes")
-        if req.namespaces is not None:
-            check_distinct(req.namespaces, "namespaces")
-        expires_at = parse_future_time(req.expires_at, "expires_at", datetime.now(UTC))
-        message = delegation_message(
-            server, owner, agent, req.scopes, req.namespaces, req.expires_at, req.nonce
-        )
+        # compared as every namespace is: one spelling (NFC) per name
+        namespaces = None if req.namespaces is None else nfc_names(req.namespaces)
+        if namespaces is not None:
+            check_distinct(namespaces, "namespaces")
+        now = datetime.now(UTC)
+        issued_at = parse_issued(req.issued_at, now)
+        expires_at = parse_future_time(req.expires_at, "expires_at", now)
+        message = delegation_message(server, owner, agent, req.scopes, req.namespaces,
+                                     req.issued_at, req.expires_at, req.nonce)  # fmt: skip
         check_signed_by_owner(message, req.signature, owner, server)
+        # One registration or cancellation of the owner's at a time: what is read next holds
+        await repo.lock_owner(conn, owner)
+        taken = await repo.nonce_taken(conn, owner, req.nonce)
+        if taken == "cancelled":
+            raise DelegationCancelled(req.nonce)
+        if taken == "registered":
+            raise nonce_registered()
+        newest = await repo.newest_issued(conn, owner, agent)
+        if newest is not None and issued_at <= newest:
+            raise DelegationNotNewer(iso(issued_at), iso(newest))
         await repo.supersede(conn, owner, agent)
         try:
-            row = await repo.insert(conn, owner, agent, req.scopes, req.namespaces, expires_at,
-                                    req.nonce, req.signature)  # fmt: skip
+            row = await repo.insert(conn, owner, agent, req.scopes, namespaces, issued_at,
+                                    expires_at, req.nonce, req.signature)  # fmt: skip
         except asyncpg.UniqueViolationError:  # another registration for the agent committed first
             raise Conflict(
                 "Another delegation to this agent was registered at the same time; send it again"
             ) from None
         if row is None:
-            raise Conflict(
-                "This delegation's nonce was registered before: the owner signs a new one",
-                {"field": "nonce"},
-            )
+            raise nonce_registered()
         return row
+
+    async def cancel(self, conn: asyncpg.Connection, owner: str, nonce: str) -> UUID | None:
+        """Take the owner's nonce for good, so the delegation signed with it never registers;
+        revoke it if it is registered and live (its id). Cancelling again changes nothing."""
+        if not NONCE_RE.match(nonce):
+            raise InvalidInput("nonce must be 8 to 128 of A-Z a-z 0-9 _ -", {"field": "nonce"})
+        await repo.lock_owner(conn, owner)
+        await repo.cancel(conn, owner, nonce)
+        return await repo.revoke_nonce(conn, owner, nonce)
 
     async def of(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
         return await repo.live_of(conn, wallet)

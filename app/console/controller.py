@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from x402.extensions.sign_in_with_x import SIWxPayload, create_siwx_message
 
 from app.agents.schemas import DelegationIn
-from app.agents.service import AgentService, delegation_message
+from app.agents.service import AgentService, delegation_message, issued_now, server_origin
 from app.api.body import takes_form
 from app.api.errors import handle_api_error
 from app.api.params import Conn
@@ -137,6 +137,11 @@ def check_csrf(session: ConsoleSession, submitted: str | None) -> None:
 
 def own_origin(request: Request[Any, Any, State]) -> str:
     return origin_of_request(request.scope, request.app.state.settings.server.public_url)
+
+
+def delegation_server(request: Request[Any, Any, State]) -> str:
+    """The Server line of a delegation registered here (POST /v1/agents's rule)."""
+    return server_origin(request.app.state.settings.server, request.scope.get("server"))
 
 
 def require_own_origin(request: Request[Any, Any, State]) -> None:
@@ -531,12 +536,12 @@ class ConsolePagesController(Controller):
     ) -> AgentMessage:
         """The delegation text the owner's browser wallet signs for a new agent key."""
         check_csrf(session, request.headers.get(CSRF_HEADER))
-        nonce = secrets.token_hex(16)
+        nonce, issued_at = secrets.token_hex(16), issued_now()
         message = delegation_message(
-            own_origin(request), session.wallet, data.agent, data.scopes, data.namespaces,
-            data.expires_at, nonce,
+            delegation_server(request), session.wallet, data.agent, data.scopes, data.namespaces,
+            issued_at, data.expires_at, nonce,
         )  # fmt: skip
-        return AgentMessage(message, nonce)
+        return AgentMessage(message, nonce, issued_at)
 
     @post("/team/agents", status_code=HTTP_201_CREATED)
     async def add_agent(
@@ -547,9 +552,10 @@ class ConsolePagesController(Controller):
         check_csrf(session, request.headers.get(CSRF_HEADER))
         req = DelegationIn(
             owner=session.wallet, agent=data.agent, scopes=data.scopes, nonce=data.nonce,
-            signature=data.signature, namespaces=data.namespaces, expires_at=data.expires_at,
+            signature=data.signature, issued_at=data.issued_at, namespaces=data.namespaces,
+            expires_at=data.expires_at,
         )  # fmt: skip
-        row = await agents_service.register(conn, session.wallet, own_origin(request), req)
+        row = await agents_service.register(conn, session.wallet, delegation_server(request), req)
         return AgentAdded(str(row["id"]), row["agent"])
 
     @post("/team/agents/{key_id:str}/revoke", status_code=HTTP_303_SEE_OTHER, opt=takes_form())

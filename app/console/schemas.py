@@ -51,11 +51,13 @@ class AgentDraft(StrictStruct):
 class AgentMessage(Struct):
     message: str  # what the owner's wallet signs (EIP-191), app/agents/service.py's text
     nonce: str
+    issued_at: str  # sent back with the signature, as the message names it
 
 
 class AgentSigned(AgentDraft, kw_only=True):
     nonce: Nonce
     signature: Signature
+    issued_at: Annotated[str, Meta(max_length=64)]
 
 
 class AgentAdded(Struct):

@@ -1,6 +1,6 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011, 0013 and 0014 apply when the `citus` extension is installed, and that the tests hold the
-schema and every repository statement to (tests/db/test_distribution.py,
+0011, 0013, 0014 and 0015 apply when the `citus` extension is installed, and that the tests hold
+the schema and every repository statement to (tests/db/test_distribution.py,
 tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
@@ -29,5 +29,8 @@ BY_OTHER: dict[str, str] = {
 }
 
 # Reference tables (a copy on every node): small, read from every shard's requests, written
-# rarely. Grants and delegations are read by grantee or agent as well as by owner.
-REFERENCE: tuple[str, ...] = ("engram_settings", "grants", "delegations", "alembic_version")
+# rarely. Grants and delegations are read by grantee or agent as well as by owner; the nonces
+# an owner cancelled are read with its delegations (migration 0015).
+REFERENCE: tuple[str, ...] = (
+    "engram_settings", "grants", "delegations", "delegation_cancels", "alembic_version",
+)  # fmt: skip

@@ -187,6 +187,44 @@ class RelationNotFound(NotFound):
         super().__init__(f"Relation {relation_id} of memory {memory_id} not found")
 
 
+# ---- agent keys --------------------------------------------------------------------------------
+
+
+class PublicUrlUnset(ServiceUnavailable):
+    """A server reachable beyond this machine that was not told the origin clients reach it at:
+    a delegation could name no origin of its own, so none registers until the operator sets
+    ENGRAM_PUBLIC_URL."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(
+            f"Agent keys need ENGRAM_PUBLIC_URL on a server listening on {host} (not loopback):"
+            " the operator sets it to the origin clients reach Engram at, which every"
+            " delegation's Server line names",
+            {"reason": "public_url_unset", "setting": "ENGRAM_PUBLIC_URL"},
+        )
+
+
+class DelegationNotNewer(Conflict):
+    """A delegation signed no later than one the owner already registered to the agent: an
+    older body never replaces a newer one."""
+
+    def __init__(self, issued_at: str, newest: str) -> None:
+        super().__init__(
+            f"This delegation was issued at {issued_at}, not after the owner's newest one to this"
+            f" agent ({newest}): the owner signs a new one",
+            {"field": "issued_at", "newest_issued_at": newest},
+        )
+
+
+class DelegationCancelled(Conflict):
+    """The owner cancelled this delegation's nonce: the signed body never registers."""
+
+    def __init__(self, nonce: str) -> None:
+        super().__init__(
+            f"The owner cancelled the delegation with nonce {nonce}", {"field": "nonce"}
+        )
+
+
 # ---- control flow ------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from app.config import (
     log_format,
     path,
     positive_integer,
+    proxy_list,
     text,
     usd_amount,
 )
@@ -73,6 +74,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     usd_amount: ("0.5", Decimal("0.5")),
     log_format: ("text", "text"),
     import_duty_percent: ("7", 7),
+    proxy_list: ("127.0.0.1, 10.0.0.0/8", ("127.0.0.1", "10.0.0.0/8")),
 }
 
 
@@ -123,6 +125,11 @@ def test_parsing_is_unchanged() -> None:
         read({"ENGRAM_PRICE_STORE": "free"})
     with pytest.raises(SystemExit, match=r"^ENGRAM_PRICE_LLM_CALL must be positive$"):
         read({"ENGRAM_PRICE_LLM_CALL": "-0.01"})
+    assert read({"ENGRAM_TRUSTED_PROXIES": "*"}).server.trusted_proxies == ("*",)
+    assert read({"ENGRAM_TRUSTED_PROXIES": "::1, fd00::/8"}).server.trusted_proxies == (
+        "::1", "fd00::/8")  # fmt: skip
+    with pytest.raises(SystemExit, match=r"^ENGRAM_TRUSTED_PROXIES lists 'proxy.local': an IP"):
+        read({"ENGRAM_TRUSTED_PROXIES": "10.0.0.1, proxy.local"})
 
 
 def test_the_embedder_group_knows_its_dimension() -> None:

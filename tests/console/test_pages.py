@@ -183,7 +183,8 @@ async def unsafe_routes(browser: AsyncTestClient, wallet: LocalAccount) -> dict[
 JSON_ROUTES = {
     "/console/team/agents/message": lambda agent: {"agent": agent, "scopes": ["read"]},
     "/console/team/agents": lambda agent: {"agent": agent, "scopes": ["read"],
-                                           "nonce": "n" * 16, "signature": "0x" + "1" * 130},
+                                           "nonce": "n" * 16, "signature": "0x" + "1" * 130,
+                                           "issued_at": "2026-12-06T00:00:00Z"},
 }  # fmt: skip
 
 

@@ -76,15 +76,16 @@ async def test_an_agent_key_signed_by_the_owner_is_added_and_acts_for_it(
     draft = {"agent": agent.address, "scopes": ["read"], "namespaces": ["default"]}
     r = await browser.post("/console/team/agents/message", json=draft, headers=headers)
     assert r.status_code == 200, r.text
-    message, nonce = r.json()["message"], r.json()["nonce"]
+    message, nonce, issued_at = (r.json()[k] for k in ("message", "nonce", "issued_at"))
     assert f"Owner: {wallet.address.lower()}" in message and f"Nonce: {nonce}" in message
+    assert f'Issued: "{issued_at}"' in message
     forged = sign_delegation(Account.create().key.hex(), message)
     r = await browser.post("/console/team/agents", json={**draft, "nonce": nonce,
-                           "signature": forged}, headers=headers)  # fmt: skip
+                           "issued_at": issued_at, "signature": forged}, headers=headers)  # fmt: skip
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "signature"
     signature = sign_delegation(wallet.key.hex(), message)
     r = await browser.post("/console/team/agents", json={**draft, "nonce": nonce,
-                           "signature": signature}, headers=headers)  # fmt: skip
+                           "issued_at": issued_at, "signature": signature}, headers=headers)  # fmt: skip
     assert r.status_code == 201 and r.json()["agent"] == agent.address.lower(), r.text
     listed = await browser.get("/v1/memories", headers=as_agent(agent, wallet))
     assert listed.status_code == 200 and listed.json()["memories"], listed.text

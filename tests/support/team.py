@@ -9,10 +9,13 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
-from app.agents.service import delegation_message, sign_delegation
+from app.agents.service import delegation_message, issued_now, sign_delegation
 from tests.support.api import auth
 
-# AsyncTestClient's origin: the Server line of a delegation signed for the in-process app
+# The Server line of a delegation signed for the in-process app: it listens on loopback (the
+# default ENGRAM_HOST) without ENGRAM_PUBLIC_URL, so it names the address its requests reach,
+# the ASGI scope's `server`, which AsyncTestClient takes from its base URL. A real server on
+# loopback names http://127.0.0.1:<port> (`origin_of(url)`).
 TEST_SERVER = "http://testserver.local"
 
 
@@ -45,12 +48,15 @@ def signed_delegation(
     expires_at: str | None = None,
     server: str = TEST_SERVER,
     signer: LocalAccount | None = None,
+    issued_at: str | None = None,
 ) -> dict[str, Any]:
-    """The body of POST /v1/agents, signed by the owner (or by `signer`, to forge one)."""
-    nonce = secrets.token_hex(12)
+    """The body of POST /v1/agents, signed by the owner (or by `signer`, to forge one), issued
+    now unless `issued_at` says otherwise."""
+    nonce, issued = secrets.token_hex(12), issued_at or issued_now()
     message = delegation_message(server, owner.address, agent.address, scopes, namespaces,
-                                 expires_at, nonce)  # fmt: skip
+                                 issued, expires_at, nonce)  # fmt: skip
     body = {"owner": owner.address, "agent": agent.address, "scopes": scopes, "nonce": nonce,
+            "issued_at": issued,
             "signature": sign_delegation((signer or owner).key.hex(), message)}  # fmt: skip
     if namespaces is not None:
         body["namespaces"] = namespaces

@@ -24,10 +24,10 @@ async function addAgent(form, status, owner) {
     return;
   }
   const draft = draftOf(form);
-  const { message, nonce } = await postJson("/console/team/agents/message", draft);
+  const { message, nonce, issued_at } = await postJson("/console/team/agents/message", draft);
   status.textContent = "Waiting for the wallet…";
   const signature = await window.ethereum.request({ method: "personal_sign", params: [utf8Hex(message), owner] });
-  await postJson("/console/team/agents", { ...draft, nonce, signature });
+  await postJson("/console/team/agents", { ...draft, nonce, issued_at, signature });
   window.location.reload();
 }
 
