@@ -8,10 +8,11 @@ with details {limit, reset_at (ISO 8601 UTC)} and Retry-After (seconds).
 
 Who is counted: the wallet WalletAuthMiddleware put in `scope["user"]`; without one (a paid route
 called anonymously, or a public route such as /v1/free-tier/info) the client IP, so anonymous
-traffic is limited too. The IP is the socket peer's: behind a proxy, run uvicorn with
---proxy-headers/--forwarded-allow-ips so it is the real client's. Unlimited: handlers marked
-`unlimited()` (/health: probes must never be refused), the OpenAPI docs, and requests refused
-before routing (404/405) or by the auth middleware (401), which run outside this middleware.
+traffic is limited too. The IP is the socket peer's: behind a proxy, list the proxy in
+ENGRAM_TRUSTED_PROXIES so it is the real client's (its X-Forwarded-For). Unlimited: handlers
+marked `unlimited()` (/health: probes must never be refused), the OpenAPI docs, and requests
+refused before routing (404/405) or by the auth middleware (401), which run outside this
+middleware.
 
 A Redis outage (a failed call, or the store's circuit open): the request is counted in this
 process's own windows instead, so limits still hold per instance (with N instances a wallet can

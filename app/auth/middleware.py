@@ -151,6 +151,10 @@ class WalletAuthMiddleware(ASGIMiddleware):
 
 
 def origin_of_request(scope: Scope, public_url: str | None) -> str:
+    """ENGRAM_PUBLIC_URL's origin, else the one the request was sent to (its Host header, and
+    its scheme: X-Forwarded-Proto only from ENGRAM_TRUSTED_PROXIES' peers, app/cli.py). For
+    Sign-In-With-X (its nonce was issued here) and the console's same-origin checks; an agent
+    key's delegation never names a Host header's origin (app/agents/service.py server_origin)."""
     if public_url:
         return origin_of(public_url)
     host = Headers.from_scope(scope).get("host") or "localhost"
