@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -49,12 +50,45 @@ def _one_line_reconnect_warnings(record: logging.LogRecord) -> bool:
 logging.getLogger("asyncpg.pool").addFilter(_one_line_reconnect_warnings)
 
 
+# asyncpg's own timestamptz codec writes the instants 0001-01-01T00:00:00Z and
+# 9999-12-31T23:59:59.999999Z as PostgreSQL's -infinity and infinity, and reads those back as
+# naive datetime.min and datetime.max: a time stored at either end of the calendar came back
+# without its zone (recall's arithmetic failed on it, 500; the wire showed it without a Z). This
+# one keeps every instant as itself, in PostgreSQL's binary form (microseconds since 2000-01-01
+# UTC), and reads ±infinity, or a time past Python's years 1..9999, as the calendar's aware ends.
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+FIRST_MOMENT = datetime.min.replace(tzinfo=UTC)
+LAST_MOMENT = datetime.max.replace(tzinfo=UTC)
+
+
+def _encode_timestamptz(moment: datetime | date) -> tuple[int]:
+    if not isinstance(moment, datetime):  # a date: its midnight, as asyncpg's codec takes it
+        moment = datetime(moment.year, moment.month, moment.day)
+    delta = moment.astimezone(UTC) - PG_EPOCH  # a naive time is local, as asyncpg's codec has it
+    return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds,)
+
+
+_AFTER_PG_EPOCH = PG_EPOCH.__add__  # bound once: this runs for every time of every row read
+
+
+def _decode_timestamptz(value: tuple[int]) -> datetime:
+    try:
+        moment: datetime = _AFTER_PG_EPOCH(timedelta(0, 0, value[0]))
+        return moment
+    except OverflowError:
+        return LAST_MOMENT if value[0] > 0 else FIRST_MOMENT
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
     for json_type in ("json", "jsonb"):
         await conn.set_type_codec(
             json_type, encoder=_dump_json, decoder=msgspec.json.decode, schema="pg_catalog"
         )
+    await conn.set_type_codec(
+        "timestamptz", encoder=_encode_timestamptz, decoder=_decode_timestamptz,
+        schema="pg_catalog", format="tuple",
+    )  # fmt: skip
 
 
 # Connecting gives up after this long (asyncpg's default is 60 s): with the database down a

@@ -28,9 +28,9 @@ def endpoint_label(method: str, path_template: str) -> str:
     return f"{method} {_CONVERTER.sub('}', path_template)}"
 
 
-def parse_day(value: str | None, field: str, default: date) -> date:
+def parse_day(value: str | None, field: str) -> date | None:
     if value is None:
-        return default
+        return None
     try:
         return date.fromisoformat(value)
     except ValueError as exc:
@@ -39,11 +39,22 @@ def parse_day(value: str | None, field: str, default: date) -> date:
 
 def report_days(first: str | None, last: str | None, bucket: str) -> tuple[date, date]:
     """The [from, to] days a report covers, checked: to defaults to today (UTC), from to the
-    30 days ending there."""
+    30 days ending there. Each default is worked out only when its parameter is missing, and a
+    default that would fall before year 1 (`to=0001-01-01` alone) is a 422, as is any day
+    Python's calendar cannot hold (`0000-...`, `10000-...`, 29 February of a common year)."""
     if bucket not in BUCKETS:
         raise InvalidInput(f"bucket must be one of {', '.join(BUCKETS)}", {"field": "bucket"})
-    to = parse_day(last, "to", datetime.now(UTC).date())
-    start = parse_day(first, "from", to - timedelta(days=DEFAULT_DAYS - 1))
+    to = parse_day(last, "to") or datetime.now(UTC).date()
+    start = parse_day(first, "from")
+    if start is None:
+        try:
+            start = to - timedelta(days=DEFAULT_DAYS - 1)
+        except OverflowError as exc:
+            raise InvalidInput(
+                f"from defaults to {DEFAULT_DAYS} days ending at to, which would start before"
+                " year 1: give from",
+                {"field": "from"},
+            ) from exc
     if start > to:
         raise InvalidInput("from must not be after to", {"field": "from"})
     if (to - start).days + 1 > MAX_DAYS:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -128,3 +129,35 @@ async def test_a_grantee_or_an_agent_key_cannot_read_the_owners_usage(
     for headers in (as_grantee(other_wallet, wallet), as_agent(agent, wallet)):
         r = await client.get("/v1/usage", headers=headers)
         assert forbidden(r), r.text
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "days"),
+    [
+        ("to=0001-01-01", 422, None),  # was a 500: the default from fell before year 1
+        ("to=0001-01-29", 422, None),
+        ("to=0001-01-30", 200, ("0001-01-01", "0001-01-30")),
+        ("from=0001-01-01&to=0001-01-01", 200, ("0001-01-01", "0001-01-01")),
+        ("from=0001-01-01", 422, None),  # to today: more than 366 days
+        ("to=9999-12-31", 200, ("9999-12-02", "9999-12-31")),
+        ("from=9999-12-31&to=9999-12-31", 200, ("9999-12-31", "9999-12-31")),
+        ("from=9999-12-31", 422, None),  # after today
+        ("to=0000-12-31", 422, None),
+        ("to=10000-01-01", 422, None),
+        ("from=2023-02-29&to=2023-03-01", 422, None),
+        ("from=2024-02-29&to=2024-03-01", 200, ("2024-02-29", "2024-03-01")),
+    ],
+)
+def test_calendar_edges_are_422_never_500(
+    server: str, query: str, status: int, days: tuple[str, str] | None
+) -> None:
+    """Through a real `engram serve` (its log is checked for tracebacks when it stops)."""
+    r = httpx.get(f"{server}/v1/usage?{query}", headers=auth(Account.create()), timeout=30)
+    assert r.status_code == status, r.text
+    if status == 422:
+        assert r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
+        assert r.json()["error"]["details"]["field"] in ("from", "to"), r.text
+    else:
+        usage = r.json()
+        assert (usage["from"], usage["to"]) == days
+        assert (usage["days"][0]["day"], usage["days"][-1]["day"]) == days
