@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import asyncpg
 import msgspec
@@ -35,7 +35,7 @@ from litestar.response import Redirect, Template
 from litestar.static_files import create_static_files_router
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_303_SEE_OTHER
 from pydantic import ValidationError
-from x402.extensions.sign_in_with_x import SIWxPayload, create_siwx_message
+from x402.extensions.sign_in_with_x import SIWxPayload
 
 from app.agents.schemas import DelegationIn
 from app.agents.service import AgentService, delegation_message, issued_now, server_origin
@@ -47,7 +47,7 @@ from app.api.state import state_of
 from app.api.transaction import request_transaction
 from app.auth.middleware import EXCLUDE_OPT_KEY, origin_of_request
 from app.auth.signature import ADDRESS_RE, WalletAuthError
-from app.auth.siwx import SIWX_HEADER, SiwxVerifier
+from app.auth.siwx import MAX_DOMAIN_CHARS, SIWX_HEADER, SiwxVerifier
 from app.console.middleware import COOKIE_NAME, STATIC_PATH, foreign_origin
 from app.console.schemas import (
     AgentAdded,
@@ -204,9 +204,14 @@ class ConsoleAuthController(Controller):
             raise InvalidInput("address must be a 0x-prefixed 20-byte hex address",
                                {"field": "address"})  # fmt: skip
         origin = own_origin(request)
+        if len(urlsplit(origin).netloc) > MAX_DOMAIN_CHARS:  # no proof for it could sign in
+            raise InvalidInput(f"The Host header is longer than {MAX_DOMAIN_CHARS} characters",
+                               {"header": "host"})  # fmt: skip
         challenge = await siwx.challenge(conn, origin)
-        info = msgspec.to_builtins(challenge)
-        return ChallengeOut(info, create_siwx_message(info, data.address))
+        # Engram's own linear formatter, not x402's create_siwx_message: that one runs siwe's
+        # ABNF grammar over the URI, which comes from the Host header here (app/auth/siwx.py).
+        message = siwx.message_for(challenge, data.address)
+        return ChallengeOut(msgspec.to_builtins(challenge), message)
 
     @post("/signin", status_code=HTTP_200_OK)
     async def sign_in(

@@ -19,7 +19,7 @@ class ChallengeIn(StrictStruct):
 
 class ChallengeOut(Struct):
     challenge: dict[str, Any]  # GET /auth/nonce's shape: sign `message`, send it back as is
-    message: str  # the EIP-4361 text the wallet signs (x402's create_siwx_message)
+    message: str  # the EIP-4361 text the wallet signs (as x402's create_siwx_message writes it)
 
 
 class SignInIn(StrictStruct):
