@@ -3,7 +3,8 @@ scopes, namespaces, expiry); it is registered with POST /v1/agents once (its non
 this server (its Server line); the agent then signs its own x-wallet-auth and names the owner
 in x-wallet-owner. Within the scopes the request is the owner's (memories, free tier), and the
 agent is recorded in history and as agent_id. Outside them, or once revoked or expired, it is a
-403 that changes nothing."""
+403 that changes nothing (a memory asked for by id outside its namespaces: a 404, as a missing
+one)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,6 @@ async def test_scopes_and_namespaces_are_kept(client: AsyncTestClient, pair) -> 
         await client.post("/v1/recall", headers=h, json={"query": "salary", "namespace": "x"}),
         await client.post("/v1/recall", headers=h, json={"query": "salary"}),  # default
         await client.get("/v1/memories", headers=h),
-        await client.get(f"/v1/memories/{ids['private']}", headers=h),
         # outside its scopes
         await client.post("/v1/store", headers=h, json={"content": "x", "namespace": TEAM}),
         await client.patch(f"/v1/memories/{ids['shared']}", json={"importance": 1.0}, headers=h),
@@ -123,6 +123,8 @@ async def test_scopes_and_namespaces_are_kept(client: AsyncTestClient, pair) -> 
                           headers={**h, "x-memory-owner": owner.address}),
     ]  # fmt: skip
     assert all(forbidden(r) for r in refused), [(r.status_code, r.text[:90]) for r in refused]
+    # a memory outside its namespaces, asked for by id: not found, as a missing one
+    assert (await client.get(f"/v1/memories/{ids['private']}", headers=h)).status_code == 404
     assert await memories_of(client, owner) == before
     assert (await client.get("/v1/agents", headers=auth(owner))).json()["given"][0]["scopes"] == [
         "read"
@@ -283,3 +285,18 @@ async def test_concurrent_registrations_leave_one_live_delegation(client: AsyncT
     assert any(r.status_code == 201 for r in answers)
     given = (await client.get("/v1/agents", headers=auth(owner))).json()["given"]
     assert len(given) == 1
+
+
+async def test_the_owner_cancels_a_delegation_by_its_nonce(client: AsyncTestClient) -> None:
+    """In process too (tests/agents/test_delegation_rules.py has the rules through a server)."""
+    owner, agent = Account.create(), Account.create()
+    body = signed_delegation(owner, agent, ["read"])
+    r = await client.delete(f"/v1/agents/nonces/{body['nonce']}", headers=auth(owner))
+    assert r.json() == {"nonce": body["nonce"], "cancelled": True}
+    r = await client.post("/v1/agents", json=body, headers=auth(agent))
+    assert r.status_code == 409 and r.json()["error"]["details"] == {"field": "nonce"}
+    body = signed_delegation(owner, agent, ["read"])
+    key = (await client.post("/v1/agents", json=body, headers=auth(owner))).json()
+    r = await client.delete(f"/v1/agents/nonces/{body['nonce']}", headers=auth(owner))
+    assert r.json() == {"nonce": body["nonce"], "cancelled": True, "revoked": key["id"]}
+    assert (await client.get("/v1/agents", headers=auth(owner))).json()["given"] == []
