@@ -136,6 +136,20 @@ def valid_looking(n: int) -> dict[str, list[str]]:
     }
 
 
+def other_headers(n: int) -> list[tuple[str, str]]:
+    """Headers middleware reads on every request before identity: the console's cookie (a
+    quoted value of backslashes is what http.cookies parses in quadratic time), Origin, a
+    client's X-Request-Id, Content-Type."""
+    return [
+        ("cookie", 'engram_console="' + "\\" * n + '"'),
+        ("cookie", "engram_console=" + "t" * n),
+        ("cookie", "a=1; " * (n // 5) + "engram_console=t"),
+        ("origin", "http://" + "o" * n),
+        ("x-request-id", "r" * n),
+        ("content-type", "application/json" + "; a=b" * (n // 5)),
+    ]
+
+
 # ---- requests --------------------------------------------------------------------------------
 
 Request = tuple[str, str, dict[str, str], Any]  # method, path, headers, JSON body
@@ -156,6 +170,10 @@ def requests_of_size(url: str, n: int) -> list[Request]:
         for raw in values:
             found.append(("GET", "/v1/free-tier/status", {header: raw}, None))
             found.append(("POST", "/v1/store", {header: raw}, {"content": "x"}))
+    for header, raw in other_headers(n):
+        found.append(("GET", "/v1/free-tier/status", {header: raw}, None))
+        found.append(("POST", "/v1/store", {header: raw}, {"content": "x"}))
+        found.append(("POST", "/console/auth/challenge", {**origin, header: raw}, {"address": "x"}))
     long = "s" * n
     signin = challenge(url)
     found += [
