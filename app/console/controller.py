@@ -71,6 +71,7 @@ from app.memory.schemas import (
     MemoryType,
     RecallIn,
     UpdateIn,
+    parse_future_time,
     split_tags,
     tags_of,
 )
@@ -189,6 +190,20 @@ def render(
 # sign-in
 
 
+class LinkForm(msgspec.Struct, kw_only=True):
+    """What the link's page posts: nothing (its script, or its button), or, from the page that
+    asks before a switch of wallet, `confirm=switch` with the signed-in session's CSRF token."""
+
+    confirm: str = ""
+    csrf_token: str = ""
+
+    def confirms_switch_from(self, session: ConsoleSession | None) -> bool:
+        return (
+            session is not None and self.confirm == "switch"
+            and session.csrf_matches(self.csrf_token)
+        )  # fmt: skip
+
+
 class ConsoleAuthController(Controller):
     path = "/console/auth"
     opt = PUBLIC
@@ -264,16 +279,30 @@ class ConsoleAuthController(Controller):
     async def open_link(
         self, request: Request[Any, Any, State], conn: Conn, token: FromPath[str],
         console_sessions: NamedDependency[ConsoleSessions],
+        data: Annotated[LinkForm, Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Response[Any]:  # fmt: skip
-        """Spend the link: a session for its wallet, once, from the link's own page."""
+        """Spend the link: a session for its wallet, once, from the link's own page.
+
+        A browser signed in as another wallet is asked first, and the server holds to it (the
+        page's script posts the link at once, with no confirmation): the answer is a page that
+        names both wallets, the link unspent and the session kept, until the person confirms
+        from that page (its `confirm` field and the session's CSRF token). Only then does the
+        link end the old session and start its own. Else a link someone else sent would sign a
+        browser in to their wallet without a word (login CSRF)."""
         require_own_origin(request)
-        wallet = await console_sessions.redeem_link(conn, token)
-        if wallet is None:
+        current: ConsoleSession | None = state_of(request.scope).get("console_session")
+        wallet = await console_sessions.link_wallet(conn, token)
+        switching = wallet is not None and current is not None and current.wallet != wallet
+        if switching and not data.confirms_switch_from(current):
+            return render("switch.html", current, token=token, wallet=wallet)
+        if wallet is None or await console_sessions.redeem_link(conn, token) is None:
             return render(
                 "signin.html", None, status_code=401,
                 error="This sign-in link was used already or has expired: run `engram console`"
                       " again for a new one.",
             )  # fmt: skip
+        if switching:
+            await console_sessions.end(conn, state_of(request.scope)["console_token"])
         started = await console_sessions.start(conn, wallet)
         return Redirect(
             "/console/memories",
@@ -541,6 +570,8 @@ class ConsolePagesController(Controller):
     ) -> AgentMessage:
         """The delegation text the owner's browser wallet signs for a new agent key."""
         check_csrf(session, request.headers.get(CSRF_HEADER))
+        # an expiry POST /v1/agents would refuse is refused before the wallet is asked to sign
+        parse_future_time(data.expires_at, "expires_at", datetime.now(UTC))
         nonce, issued_at = secrets.token_hex(16), issued_now()
         message = delegation_message(
             delegation_server(request), session.wallet, data.agent, data.scopes, data.namespaces,

@@ -48,6 +48,15 @@ async def create_link(
     )  # fmt: skip
 
 
+async def link_wallet(conn: asyncpg.Connection, token_hash: str) -> str | None:
+    """A live link's wallet, the link left unspent; None for a used, expired or unknown one."""
+    wallet: str | None = await conn.fetchval(
+        "SELECT wallet FROM console_links WHERE token_hash = $1 AND expires_at > now()",
+        token_hash,
+    )
+    return wallet
+
+
 async def consume_link(conn: asyncpg.Connection, token_hash: str) -> str | None:
     """Use a link once: its wallet for the one caller that removed it while live, else None."""
     wallet: str | None = await conn.fetchval(

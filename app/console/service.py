@@ -5,7 +5,9 @@
   Signing out deletes the row, so the cookie is worth nothing after, wherever it was copied.
 - A sign-in link (`engram console`) is a random token that the CLI gets by signing a
   SIGN-IN-WITH-X challenge; the browser opening it gets a session. It works once, for
-  LINK_TTL_SECONDS.
+  LINK_TTL_SECONDS. A browser already signed in as another wallet is asked first: the link
+  replaces that session only when the person confirms, so a link sent by someone else cannot
+  swap a signed-in browser into the sender's wallet (login CSRF).
 - Every session has its own CSRF token (a synchronizer token): the console's forms carry it,
   its scripts send it as `x-csrf-token`, and every state-changing console request must show it.
 """
@@ -73,6 +75,10 @@ class ConsoleSessions:
         token = secrets.token_urlsafe(32)
         await repository.create_link(conn, token_hash(token), wallet, LINK_TTL_SECONDS)
         return token
+
+    async def link_wallet(self, conn: asyncpg.Connection, token: str) -> str | None:
+        """Whose a live link is, without spending it (a switch of session is asked first)."""
+        return await repository.link_wallet(conn, token_hash(token))
 
     async def redeem_link(self, conn: asyncpg.Connection, token: str) -> str | None:
         """The link's wallet, the link used up; None for a used, expired or unknown link."""

@@ -2,7 +2,8 @@
 over HTTP: both sign-ins, sign-out and expiry; the memories list, filters, search with its
 signals, edit, pin, delete, history and graph; the usage charts from real calls; markup in
 content shown as text with no script run; CSRF and a foreign page refused; a second wallet that
-sees nothing of the first's; and every request the pages make going to Engram itself.
+sees nothing of the first's; a sign-in link for another wallet that asks before it switches;
+and every request the pages make going to Engram itself.
 
 A screenshot of the search view goes to $ENGRAM_CONSOLE_SCREENSHOTS when set (the README's
 picture is made so: `make screenshots`)."""
@@ -133,6 +134,29 @@ def test_the_one_time_link_signs_in_once_and_sessions_expire(
         pool.submit(asyncio.run, _expire(database_url, cookie["value"])).result()
     page.reload()
     expect(page).to_have_url(f"{engram_url}/console/signin")
+    assert_only_engram(seen, engram_url)
+
+
+def test_a_link_for_another_wallet_asks_before_it_switches(
+    context: BrowserContext, engram_url: str
+) -> None:
+    """The link's script posts it at once; signed in as another wallet, the page that comes back
+    asks, and only its button switches."""
+    mine, theirs = Account.create(), Account.create()
+    page, seen = signed_in_page(context, engram_url, mine)
+    wallet = page.locator(".wallet")
+    theirs_link = link_for(engram_url, theirs)
+    page.goto(theirs_link)
+    expect(page.locator("#link-wallet")).to_have_text(theirs.address.lower())
+    expect(page.locator("#current-wallet")).to_have_text(mine.address.lower())
+    expect(wallet).to_have_attribute("title", mine.address.lower())
+    page.locator("#stay").click()
+    expect(page).to_have_url(f"{engram_url}/console/memories")
+    expect(wallet).to_have_attribute("title", mine.address.lower())
+    page.goto(theirs_link)  # unspent: it asks again
+    page.get_by_role("button", name=re.compile("^Switch to")).click()
+    expect(page).to_have_url(f"{engram_url}/console/memories")
+    expect(wallet).to_have_attribute("title", theirs.address.lower())
     assert_only_engram(seen, engram_url)
 
 
