@@ -1,7 +1,8 @@
 """Headers on every response, 404s and errors included: X-Request-Id, and the wallet's free-tier
 count once a request has learnt it. A `before_send` hook, because app-level hooks also see the
 responses Litestar makes before any route middleware runs (unknown paths, wrong methods). The
-console's responses get its Content-Security-Policy and the other security headers here.
+console's responses get its Content-Security-Policy, the other security headers and (but its
+static files) `Cache-Control: no-store` here.
 
 It also corrects the `Allow` of Litestar's automatic OPTIONS answer: when several controllers
 register handlers on one path, the OPTIONS handler made for the first of them keeps that first
@@ -17,7 +18,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
 from app.api.state import state_of
-from app.console.middleware import CONSOLE_PATH, SECURITY_HEADERS
+from app.console.middleware import CONSOLE_PATH, console_headers
 from app.payments.prices import price_of
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -48,8 +49,9 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
         headers["Cache-Control"] = "private, no-store"
     for name, value in state.get("paid_response_headers", {}).items():
         headers[name] = value
-    if str(scope.get("path", "")).startswith(CONSOLE_PATH):
-        for name, value in SECURITY_HEADERS.items():
+    path = str(scope.get("path", ""))
+    if path.startswith(CONSOLE_PATH):
+        for name, value in console_headers(path).items():
             headers[name] = value
     if scope.get("method") == "OPTIONS" and "allow" in headers:
         headers["allow"] = allowed_methods(scope) or headers["allow"]

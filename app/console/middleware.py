@@ -39,6 +39,16 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
 }
+# And on every one but the static files: pages, JSON, redirects and errors hold a wallet's
+# memories, its CSRF token or where its session goes next, so no cache (the browser's, a
+# proxy's, the back button's) keeps them. The static files (scripts, stylesheet, icon) are the
+# same for everyone and hold nothing of a wallet: caches may keep them.
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def console_headers(path: str) -> dict[str, str]:
+    """The headers a /console response at `path` carries."""
+    return SECURITY_HEADERS if path.startswith(STATIC_PATH) else {**SECURITY_HEADERS, **NO_STORE}
 
 
 def cookie_token(headers: Headers) -> str | None:
