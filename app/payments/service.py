@@ -162,6 +162,16 @@ class Settled:
 SETTLEMENT_PENDING_RETRY_SECONDS = 5
 
 
+def valid_until(valid_before: int) -> datetime:
+    """An authorization's validBefore (unix seconds, a uint256) as the ledger's time. One past
+    Python's year 9999 (the largest uint256 is a common "never expires") is the calendar's last
+    instant: it was an OverflowError, a 500 for a payment signed as it may be."""
+    try:
+        return datetime.fromtimestamp(valid_before, UTC)
+    except (OverflowError, ValueError, OSError):
+        return datetime.max.replace(tzinfo=UTC)
+
+
 def payment_in_flight() -> Conflict:
     return Conflict(
         "This payment is being processed by another request; retry shortly to get its result",
@@ -405,7 +415,7 @@ class X402Service:
             request_id=call.request_id,
             request_fingerprint=charge.fingerprint,
             payment_identifier=charge.proof.payment_id,
-            valid_before=datetime.fromtimestamp(auth.valid_before, UTC),
+            valid_before=valid_until(auth.valid_before),
         )
         async with ledger.acquire() as conn:
             payment_id = await repository.hold_pending(conn, pending)
