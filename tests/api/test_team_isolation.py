@@ -2,15 +2,20 @@
 over random wallets, grants, delegations and operations, every read and write checked against
 a model of who may do what.
 
-Each example: three fresh wallets with a memory in each of two namespaces; random grants
-(read or write on one namespace; live, expired or revoked) and delegations (scopes, namespaces
-or all; live, expired or revoked; a later one to the same agent replaces the earlier); then
-random operations, each as the caller itself, as a grantee naming an owner (x-memory-owner) or
-as an agent key naming its owner (x-wallet-owner), on the REST routes and MCP's tools. The model
-says, for each, 403 FORBIDDEN or which wallet's namespace it reaches; an allowed read must show
-that namespace's memories and no other; an allowed write must land there; and after the
-operations every wallet's memories are exactly what the model says (a refused call changed
-nothing).
+Each example: three fresh wallets with a memory in each of two namespaces, and random relations
+between them across the namespaces; random grants (read or write on one namespace; live,
+expired or revoked) and delegations (scopes, namespaces or all; live, expired or revoked; a
+later one to the same agent replaces the earlier); then random operations, each as the caller
+itself, as a grantee naming an owner (x-memory-owner) or as an agent key naming its owner
+(x-wallet-owner), on the REST routes and MCP's tools (an owner's own operations relate memories
+too). The model says, for each, which wallet's memories it reaches, or its refusal: 404
+NOT_FOUND for a memory asked for by id outside reach (as a missing one), 403 FORBIDDEN
+otherwise. An allowed read must show that namespace's memories and no other, and each recalled
+memory's relations (and their count) exactly as far as the caller reaches: its own wallet, or
+the one namespace a grant or a namespaced agent key keeps it to. No answer, allowed or not,
+holds the id or the content of a memory outside reach anywhere (but the id the call named). An
+allowed write must land there; and after the operations every wallet's memories are exactly
+what the model says (a refused call changed nothing).
 
 ENGRAM_ISOLATION_EXAMPLES sets how many examples run (CI: 30; a session's longer run: 500)."""
 
@@ -39,7 +44,9 @@ COVERS = {"read": {"read", "write"}, "write": {"write"}}
 # what a grant or a delegation covers, with what it needs; every other operation is refused
 NEEDS = {"recall": "read", "list": "read", "get": "read", "by_key": "read", "context": "read",
          "store": "write", "update": "write", "move": "write"}  # fmt: skip
-UNCOVERED = ("delete", "history", "search", "export", "mcp_recall", "mcp_store", "grants")
+UNCOVERED = ("delete", "history", "relate", "search", "export", "mcp_recall", "mcp_store",
+             "grants")  # fmt: skip
+BY_ID = ("get", "update", "move", "delete", "history", "relate")  # the path names a memory
 OPS = tuple(NEEDS) + UNCOVERED
 STATES = ("live", "live", "expired", "revoked")  # live twice as often
 
@@ -48,6 +55,10 @@ other_than = st.integers(1, N_WALLETS - 1)  # an offset: another wallet, without
 namespace = st.sampled_from(NAMESPACES)
 grant_st = st.tuples(wallet_index, other_than, namespace, st.sampled_from(("read", "write")),
                      st.sampled_from(STATES))  # fmt: skip
+# how each wallet's two first memories are related, across the namespaces: from `a` to `b`,
+# back, or both ways (every wallet's are, so every read as a grantee or agent meets one)
+relations_st = st.lists(st.sampled_from(("ab", "ba", "both")), min_size=N_WALLETS,
+                        max_size=N_WALLETS)  # fmt: skip
 delegation_st = st.tuples(
     wallet_index, other_than,
     st.sampled_from((("read",), ("write",), ("read", "write"))),
@@ -57,7 +68,7 @@ delegation_st = st.tuples(
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[list[Any], list[Any], list[Any]]:
+def scenarios(draw: st.DrawFn) -> tuple[list[Any], list[Any], list[Any], list[str]]:
     """Grants, delegations, and operations that use them more often than chance would: three
     in four grantee and agent calls come from a pair that was given something (live or not)."""
     grants = [(o, (o + d) % N_WALLETS, *rest)
@@ -79,7 +90,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Any], list[Any], list[Any]]:
         else:
             caller, target = draw(wallet_index), draw(wallet_index)
         ops.append((caller, mode, target, kind, ns, draw(st.integers(0, 50))))
-    return grants, delegations, ops
+    return grants, delegations, ops, draw(relations_st)
 
 
 @dataclass
@@ -92,6 +103,7 @@ class Model:
     delegations: dict[tuple[int, int], tuple[set[str], set[str] | None]] = field(
         default_factory=dict
     )
+    relations: list[tuple[str, str]] = field(default_factory=list)  # (source id, target id)
 
     def of(self, w: int, ns: str | None = None) -> dict[str, str]:
         return {i: text for i, (o, n, text) in self.memories.items()
@@ -103,6 +115,11 @@ class Model:
     def delegation_allows(self, owner: int, agent: int, ns: str, need: str) -> bool:
         scopes, namespaces = self.delegations[(owner, agent)]
         return bool(scopes & COVERS[need]) and (namespaces is None or ns in namespaces)
+
+    def related(self, memory_id: str, reach: set[str]) -> list[str]:
+        """The other ends of a memory's relations (both directions) within `reach`."""
+        ends = [t if s == memory_id else s for s, t in self.relations if memory_id in (s, t)]
+        return sorted(end for end in ends if end in reach)
 
 
 @dataclass
@@ -116,6 +133,27 @@ class Op:
 
     def reached(self) -> int:
         return self.caller if self.mode == "own" else self.target
+
+
+def reach(model: Model, op: Op) -> set[str]:
+    """The memories an allowed operation may show: the caller's own wallet; the one namespace a
+    grant keeps it to; an agent key's, or all the owner's when its delegation names none."""
+    if op.mode == "own":
+        return set(model.of(op.caller))
+    if op.mode == "agent" and model.delegations[(op.target, op.caller)][1] is None:
+        return set(model.of(op.target))
+    return set(model.of(op.target, op.ns))
+
+
+def refusal(model: Model, op: Op, memory_ns: str | None) -> int:
+    """The status a refused operation answers: 404 for a memory it names on a route it may
+    use but cannot read there (as if missing), 403 for everything else."""
+    if op.mode == "own" or op.kind not in NEEDS or memory_ns is None:
+        return 403
+    if op.mode == "agent" and (op.target, op.caller) not in model.delegations:
+        return 403  # no live delegation: refused before any route
+    allows = model.grant_allows if op.mode == "grant" else model.delegation_allows
+    return 403 if allows(op.target, op.caller, memory_ns, "read") else 404
 
 
 def allowed(model: Model, op: Op, memory_ns: str | None, other_ns: str) -> bool:
@@ -151,13 +189,12 @@ MCP_ACCEPT = {"accept": "application/json, text/event-stream"}
 
 
 async def perform(client: AsyncTestClient, h: dict[str, str], op: Op, memory_id: str | None,
-                  other_ns: str, text: str, key: str) -> httpx.Response:  # fmt: skip
+                  other_ns: str, text: str, key: str, related: str) -> httpx.Response:  # fmt: skip
     ns = op.ns
     match op.kind:
         case "recall":
-            return await client.post(
-                "/v1/recall", headers=h, json={"query": "memo note", "namespace": ns, "limit": 50}
-            )
+            return await client.post("/v1/recall", headers=h, json={
+                "query": "memo note", "namespace": ns, "limit": 50, "include_relations": True})  # fmt: skip
         case "list":
             return await client.get(
                 "/v1/memories", headers=h, params={"namespace": ns, "limit": 100}
@@ -188,6 +225,9 @@ async def perform(client: AsyncTestClient, h: dict[str, str], op: Op, memory_id:
             return await client.delete(f"/v1/memories/{memory_id}", headers=h)
         case "history":
             return await client.get(f"/v1/memories/{memory_id}/history", headers=h)
+        case "relate":
+            return await client.post(f"/v1/memories/{memory_id}/relations", headers=h,
+                                     json={"target_id": related, "relation_type": "related_to"})  # fmt: skip
         case "search":
             return await client.post(
                 "/v1/search", headers=h, json={"query": "memo", "namespace": ns}
@@ -215,16 +255,41 @@ def contents(items: list[dict[str, Any]]) -> set[str]:
     return {m["content"] for m in items}
 
 
+def check_relations(model: Model, op: Op, recalled: list[dict[str, Any]]) -> None:
+    """Each recalled memory's relations (when listed) and their count: exactly those within
+    reach."""
+    within = reach(model, op)
+    for m in recalled:
+        expected = model.related(m["id"], within)
+        if "relations" in m:
+            assert sorted(x["memory"]["id"] for x in m["relations"]) == expected, (op, m)
+        assert m["_signals"]["relation_count"] == len(expected), (op, m)
+
+
+def assert_nothing_beyond(r: httpx.Response, model: Model, visible: set[str],
+                          named: str | None) -> None:  # fmt: skip
+    """No id or content of a memory outside `visible` anywhere in the answer, but the id the
+    call named itself."""
+    for memory_id, (_, _, text) in model.memories.items():
+        if memory_id not in visible:
+            assert memory_id == named or memory_id not in r.text, (memory_id, r.text[:400])
+            assert text not in r.text, (text, r.text[:400])
+
+
 def check_allowed(r: httpx.Response, model: Model, op: Op, memory_id: str | None,
-                  other_ns: str, text: str, key: str) -> None:  # fmt: skip
-    """An allowed operation answered, showed only the reached namespace, and the model follows
-    its write."""
+                  other_ns: str, text: str, key: str, related: str) -> None:  # fmt: skip
+    """An allowed operation answered, showed only the reached namespace (and relations as far
+    as the caller reaches), and the model follows its write."""
     assert r.status_code < 300, (op, r.status_code, r.text[:200])
     w, ns, body = op.reached(), op.ns, r.json()
     here = set(model.of(w, ns).values())
     match op.kind:
-        case "recall" | "context":
+        case "recall":
             assert contents(body["memories"]) <= here, (op, body)
+            check_relations(model, op, body["memories"])
+        case "context":
+            assert contents(body["memories"]) <= here, (op, body)
+            check_relations(model, op, body["memories"])
         case "list":
             assert contents(body["memories"]) == here, (op, body)
         case "search":
@@ -250,6 +315,8 @@ def check_allowed(r: httpx.Response, model: Model, op: Op, memory_id: str | None
             owner, _, old = model.memories[memory_id]
             model.memories[memory_id] = (owner, other_ns, old)
             model.keys = {k: i for k, i in model.keys.items() if i != memory_id}
+        case "relate":
+            model.relations.append((memory_id, related))
         case "history" | "grants":
             pass
         case _:
@@ -257,14 +324,24 @@ def check_allowed(r: httpx.Response, model: Model, op: Op, memory_id: str | None
 
 
 async def set_up(client: AsyncTestClient, database_url: str, grants: list[Any],
-                 delegations: list[Any]) -> tuple[list[LocalAccount], Model]:  # fmt: skip
+                 delegations: list[Any],
+                 relations: list[str]) -> tuple[list[LocalAccount], Model]:  # fmt: skip
     wallets = [Account.create() for _ in range(N_WALLETS)]
     model = Model()
+    first: dict[tuple[int, str], str] = {}
     for w, account in enumerate(wallets):
         for ns in NAMESPACES:
             text = f"memo note {uuid.uuid4().hex[:8]} of wallet {w} in {ns}"
             stored = await store_memory(client, account, text, namespace=ns)
             model.memories[stored["id"]] = (w, ns, text)
+            first[(w, ns)] = stored["id"]
+    for w, ways in enumerate(relations):
+        a, b = first[(w, NAMESPACES[0])], first[(w, NAMESPACES[1])]
+        for source, target in {"ab": [(a, b)], "ba": [(b, a)], "both": [(a, b), (b, a)]}[ways]:
+            r = await client.post(f"/v1/memories/{source}/relations", headers=auth(wallets[w]),
+                                  json={"target_id": target, "relation_type": "related_to"})  # fmt: skip
+            assert r.status_code == 201, r.text
+            model.relations.append((source, target))
     expired: list[tuple[str, str]] = []
     for owner, grantee, ns, access, state in grants:
         given = await grant(client, wallets[owner], wallets[grantee], access, ns)
@@ -305,10 +382,12 @@ async def set_up(client: AsyncTestClient, database_url: str, grants: list[Any],
 )
 @given(scenario=scenarios())
 async def test_every_read_and_write_follows_the_model(
-    client: AsyncTestClient, database_url: str, scenario: tuple[list[Any], list[Any], list[Any]]
+    client: AsyncTestClient,
+    database_url: str,
+    scenario: tuple[list[Any], list[Any], list[Any], list[str]],
 ) -> None:
-    grants, delegations, ops = scenario
-    wallets, model = await set_up(client, database_url, grants, delegations)
+    grants, delegations, ops, relations = scenario
+    wallets, model = await set_up(client, database_url, grants, delegations, relations)
     for i, raw in enumerate(ops):
         op = Op(*raw)
         if op.mode != "own" and op.target == op.caller:
@@ -317,8 +396,7 @@ async def test_every_read_and_write_follows_the_model(
             op.kind = "history"  # the model keeps no deletions; one's own delete is tested apart
         target = sorted(model.of(op.reached()))
         memory_id = target[op.pick % len(target)]
-        memory_ns = model.memories[memory_id][1] if op.kind in (
-            "get", "update", "move", "delete", "history") else None  # fmt: skip
+        memory_ns = model.memories[memory_id][1] if op.kind in BY_ID else None
         if memory_ns is not None:
             op.ns = memory_ns
         other_ns = next(n for n in NAMESPACES if n != op.ns)
@@ -326,15 +404,23 @@ async def test_every_read_and_write_follows_the_model(
         key = keys[op.pick % len(keys)] if op.kind == "by_key" and keys else f"k{i}-{op.pick}"
         if op.kind == "by_key" and not keys:
             op.kind = "list"  # nothing keyed there yet
+        others = [m for m in target if m != memory_id]
+        related = others[op.pick % len(others)]
+        if op.mode == "own" and op.kind == "relate" and (memory_id, related) in model.relations:
+            op.kind = "history"  # related already
         text = f"memo note written {uuid.uuid4().hex[:8]}"
-        r = await perform(client, headers_for(wallets, op), op, memory_id, other_ns, text, key)
+        r = await perform(client, headers_for(wallets, op), op, memory_id, other_ns, text, key,
+                          related)  # fmt: skip
         ok = allowed(model, op, memory_ns, other_ns)
         event(f"{op.mode}: {'allowed' if ok else 'refused'}")  # --hypothesis-show-statistics
+        named = memory_id if op.kind in BY_ID else None
+        assert_nothing_beyond(r, model, reach(model, op) | {memory_id} if ok else set(), named)
         if ok:
-            check_allowed(r, model, op, memory_id, other_ns, text, key)
+            check_allowed(r, model, op, memory_id, other_ns, text, key, related)
         else:
-            assert r.status_code == 403, (op, model, r.status_code, r.text[:200])
-            assert r.json()["error"]["code"] == "FORBIDDEN", r.text
+            status = refusal(model, op, memory_ns)
+            assert r.status_code == status, (op, model, r.status_code, r.text[:200])
+            assert r.json()["error"]["code"] == {403: "FORBIDDEN", 404: "NOT_FOUND"}[status]
     for w, account in enumerate(wallets):  # a refused call changed nothing
         r = await client.get("/v1/memories", params={"limit": 100}, headers=auth(account))
         held = {m["id"]: (w, m["namespace"], m["content"]) for m in r.json()["memories"]}
