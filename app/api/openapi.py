@@ -30,7 +30,10 @@ from app.payments.prices import price_of
 from app.payments.schemas import PaymentRequiredBody
 
 # Descriptions a handler passes to error_responses (or its own, more precise).
-NO_SUCH_MEMORY = "No memory with this id among the caller's memories"
+NO_SUCH_MEMORY = (
+    "No memory with this id among the caller's memories (or, for a grantee or an agent key,"
+    " none it may read: the same answer)"
+)
 IMMUTABLE_MEMORY = "The memory is immutable: it cannot be changed or deleted"
 VERSION_CONFLICT = (
     "The memory changed since the version the writer named (If-Match or expected_version):"
@@ -64,6 +67,13 @@ RATE_LIMITED = (
 PART_UNAVAILABLE = (
     "A part Engram needs (the database, Redis, a language model) is unavailable: nothing was"
     " changed or charged; retry after Retry-After seconds"
+)
+
+
+# a store or update that a grantee or an agent key may not send (app/memory/actor.py)
+OWNER_ONLY_FIELD = (
+    "From a grantee or an agent key, a field only the owner sets (`expires_at`,"
+    " `immutable: true`): `details.fields` names it; nothing was changed or charged"
 )
 
 

@@ -21,7 +21,13 @@ from litestar.params import (
 )
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, VERSION_CONFLICT, error_responses
+from app.api.openapi import (
+    IMMUTABLE_MEMORY,
+    NO_SUCH_MEMORY,
+    OWNER_ONLY_FIELD,
+    VERSION_CONFLICT,
+    error_responses,
+)
 from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.api.transaction import one_statement, relax_commit, request_transaction
 from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
@@ -128,7 +134,9 @@ class MemoryController(Controller):
         "/store",
         opt={**paid(prices.STORE), **acts_for_owner()},
         status_code=HTTP_201_CREATED,
-        responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
+        responses=error_responses(
+            conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT, forbidden=OWNER_ONLY_FIELD
+        ),
     )
     async def store(
         self,
@@ -360,7 +368,10 @@ class MemoryController(Controller):
         "/memories/{memory_id:str}",
         opt={**paid(prices.UPDATE), **acts_for_owner()},
         responses=error_responses(
-            not_found=NO_SUCH_MEMORY, conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT
+            not_found=NO_SUCH_MEMORY,
+            conflict=IMMUTABLE_MEMORY,
+            precondition=VERSION_CONFLICT,
+            forbidden=OWNER_ONLY_FIELD,
         ),
     )
     async def update(
