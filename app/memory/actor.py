@@ -22,7 +22,11 @@ from app.memory.schemas import StoreIn, UpdateIn
 # locks it against the owner's own PATCH and DELETE. (`immutable: false` changes nothing: an
 # immutable memory refuses every change.) Pinning neither removes nor locks (it only keeps a
 # memory from fading in recall, and anyone who may write may unpin it), so a write grant
-# covers it.
+# covers it. Refused on every store, a new memory's too: one rule, whether or not a key names
+# a memory already there (the answer tells nothing of it), and an immutable memory planted by a
+# grantee is one its owner could never delete. What else removes or locks is out of a grantee's
+# or agent key's reach: a store merged into a duplicate changes neither field, and delete,
+# batch update, consolidation, import and the namespace's deletion take no owner header.
 OWNER_ONLY = ("expires_at", "immutable")
 
 
@@ -42,9 +46,9 @@ OWNER = Actor()
 def owner_only_fields(body: StoreIn | UpdateIn) -> list[str]:
     """The owner-only fields a store or an update sets: a store's `expires_at` when given, an
     update's when sent at all (its null clears the expiry); `immutable` when true."""
-    expiry = body.expires_at is not (None if isinstance(body, StoreIn) else msgspec.UNSET)
-    return [name for name, sent in (("expires_at", expiry), ("immutable", bool(body.immutable)))
-            if sent]  # fmt: skip
+    absent = None if isinstance(body, StoreIn) else msgspec.UNSET
+    sent = {"expires_at": body.expires_at is not absent, "immutable": bool(body.immutable)}
+    return [name for name in OWNER_ONLY if sent[name]]
 
 
 def check_owner_only(actor: Actor, body: StoreIn | UpdateIn) -> None:
