@@ -32,7 +32,7 @@ from eth_account.messages import encode_defunct
 
 from app.agents import repository as repo
 from app.agents.schemas import NONCE_PATTERN, OWNER_HEADER, Delegation, DelegationIn
-from app.auth.signature import ADDRESS_RE, is_high_s
+from app.auth.signature import ADDRESS_RE, is_high_s, personal_signer
 from app.auth.siwx import origin_of
 from app.config import ServerSettings
 from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
@@ -135,13 +135,7 @@ def signer_of(message: str, signature: str) -> str | None:
     """The lower-cased address that signed `message`, or None for a signature that cannot be
     recovered or is the non-canonical (high-s) twin of one."""
     raw = bytes.fromhex(signature.removeprefix("0x"))
-    if is_high_s(raw):
-        return None
-    try:
-        signer: str = Account.recover_message(encode_defunct(text=message), signature=raw)
-    except Exception:  # eth-keys raises several types for unrecoverable signatures
-        return None
-    return signer.lower()
+    return None if is_high_s(raw) else personal_signer(message, raw)
 
 
 def nonce_registered() -> Conflict:

@@ -98,15 +98,23 @@ def check_low_s(header: SignedHeader) -> None:
         )
 
 
-def recover_signer(header: SignedHeader) -> str:
+def personal_signer(message: str, signature: str | bytes) -> str | None:
+    """The lower-cased address whose EIP-191 `personal_sign` of `message` this is (an EOA's: no
+    chain is asked about contract wallets), or None when it recovers to no one. Every signed
+    text Engram reads (x-wallet-auth, SIGN-IN-WITH-X, delegations) is recovered here."""
     try:
         # recover_message is a combomethod, which the checker sees as Any.
-        signer: str = Account.recover_message(
-            encode_defunct(text=auth_message(header.timestamp)), signature=header.signature
-        )
-    except Exception as exc:  # eth-keys raises several types for unrecoverable signatures
-        raise WalletAuthError("Invalid x-wallet-auth signature: it cannot be recovered") from exc
+        signer: str = Account.recover_message(encode_defunct(text=message), signature=signature)
+    except Exception:  # eth-keys raises several types for unrecoverable signatures
+        return None
     return signer.lower()
+
+
+def recover_signer(header: SignedHeader) -> str:
+    signer = personal_signer(auth_message(header.timestamp), header.signature)
+    if signer is None:
+        raise WalletAuthError("Invalid x-wallet-auth signature: it cannot be recovered")
+    return signer
 
 
 class WalletVerifier:

@@ -36,8 +36,6 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import asyncpg
-from eth_account import Account
-from eth_account.messages import encode_defunct
 from eth_utils.address import is_checksum_address
 from pydantic import ValidationError
 from x402.extensions.sign_in_with_x import (
@@ -48,7 +46,7 @@ from x402.extensions.sign_in_with_x import (
 
 from app.auth import repository
 from app.auth.schemas import SiwxChallenge
-from app.auth.signature import WalletAuthError
+from app.auth.signature import WalletAuthError, personal_signer
 from app.kit.json_input import UnreadableJson, decode_base64_json
 
 SIWX_HEADER = "sign-in-with-x"
@@ -207,7 +205,7 @@ class SiwxVerifier:
                 f"SIGN-IN-WITH-X refused: chain {payload.chain_id!r} is not {self.chain_id!r}"
             )
         check_grammar(payload)
-        if signer_of_message(siwe_message(payload), payload.signature) != payload.address.lower():
+        if personal_signer(siwe_message(payload), payload.signature) != payload.address.lower():
             raise WalletAuthError(
                 "SIGN-IN-WITH-X refused (invalid_siwx_signature): Signature verification failed"
             )
@@ -306,17 +304,6 @@ def eip4361_text(*, domain: str, address: str, statement: str | None, uri: str, 
         suffix.append("\n".join(["Resources:", *(f"- {resource}" for resource in resources)]))
     prefix = f"{prefix}\n\n{statement}" if statement is not None else f"{prefix}\n"
     return prefix + "\n\n" + "\n".join(suffix)
-
-
-def signer_of_message(message: str, signature: str) -> str | None:
-    """The lower-cased address whose EIP-191 signature over `message` this is (an EOA's: no
-    chain is asked about contract wallets), or None when it recovers to no one."""
-    try:
-        # recover_message is a combomethod, which the checker sees as Any.
-        signer: str = Account.recover_message(encode_defunct(text=message), signature=signature)
-    except Exception:  # eth-keys raises several types for an unrecoverable signature
-        return None
-    return signer.lower()
 
 
 def read_payload(raw: str) -> SIWxPayload:

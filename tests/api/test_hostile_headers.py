@@ -25,10 +25,9 @@ from app.config import X402Settings
 from app.payments.network import configured_network
 from app.payments.offers import Offer
 from app.payments.proofs import MAX_HEADER_DEPTH, PaymentRejected, read_proof
-from tests.support.server import serving
+from tests.support.server import PAY_TO, paying_serving
 
 ORIGIN = "http://127.0.0.1:8000"
-PAY_TO = "0x" + "2" * 40
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 
 json_values = st.recursive(
@@ -222,13 +221,8 @@ def test_any_wallet_auth_header_is_refused_with_a_reason(raw: str) -> None:
 def paying_server(
     database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path]]:
-    """x402 on, no free calls: every paid call reads its payment header. The facilitator is
-    never reached (nothing here gets past reading the proof)."""
-    with serving(
-        tmp_path_factory.mktemp("headers"), ENGRAM_DATABASE_URL=database_url,
-        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="0",
-        ENGRAM_X402_PAY_TO=PAY_TO, ENGRAM_X402_FACILITATOR_URL="http://127.0.0.1:9",
-    ) as served:  # fmt: skip
+    """x402 on, no free calls: every paid call reads its payment header."""
+    with paying_serving(tmp_path_factory.mktemp("headers"), database_url) as served:
         yield served
 
 

@@ -24,9 +24,8 @@ import httpx
 import pytest
 
 from app.auth.siwx import MAX_HEADER_CHARS
-from tests.support.server import serving
+from tests.support.server import PAY_TO, paying_serving
 
-PAY_TO = "0x" + "2" * 40
 BUDGET_S = 0.5
 SIZES = [1_000, 8_000, 20_000, 60_000]
 ADDRESS = "0x" + "1" * 40
@@ -36,14 +35,9 @@ ADDRESS = "0x" + "1" * 40
 def engram_paid(
     database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path]]:
-    """`engram serve` with x402 on and no free calls, so a paid route reads its payment headers
-    (the facilitator is never reached: nothing here gets past reading the proof), and no rate
-    limit in the way of the sweep."""
-    with serving(
-        tmp_path_factory.mktemp("preauth"), ENGRAM_DATABASE_URL=database_url,
-        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="0",
-        ENGRAM_X402_PAY_TO=PAY_TO, ENGRAM_X402_FACILITATOR_URL="http://127.0.0.1:9",
-    ) as served:  # fmt: skip
+    """`engram serve` with x402 on and no free calls, so a paid route reads its payment
+    headers."""
+    with paying_serving(tmp_path_factory.mktemp("preauth"), database_url) as served:
         yield served
 
 

@@ -121,6 +121,23 @@ def serving(data_dir: Path, **env: str) -> Iterator[tuple[str, Path]]:
         stop_serve(proc, data_dir, log)
 
 
+# Where a paying server's payments would go: nothing reaches it (no proof gets that far).
+PAY_TO = "0x" + "2" * 40
+
+
+@contextlib.contextmanager
+def paying_serving(data_dir: Path, database_url: str) -> Iterator[tuple[str, Path]]:
+    """`serving` with x402 on and no free calls, so every paid route reads its payment headers,
+    and no rate limit in the way of a sweep. Its facilitator is never reached: nothing sent to
+    it gets past reading the proof."""
+    with serving(
+        data_dir, ENGRAM_DATABASE_URL=database_url,
+        ENGRAM_RATE_LIMIT_PER_MINUTE="0", ENGRAM_FREE_TIER_CALLS="0",
+        ENGRAM_X402_PAY_TO=PAY_TO, ENGRAM_X402_FACILITATOR_URL="http://127.0.0.1:9",
+    ) as served:  # fmt: skip
+        yield served
+
+
 @contextlib.contextmanager
 def served(app: Litestar, startup_timeout: float = 60) -> Iterator[str]:
     """Serve `app` with uvicorn in a thread (its lifespan and pool live in that thread's loop),
