@@ -12,6 +12,13 @@ Name/version per network: the token has no constructor (its runtime code is inst
 call right after the code is installed. The values come from x402's own default-asset table:
 "USD Coin"/"2" on Base (8453), "USDC"/"2" on Base Sepolia (84532).
 
+`install_batch_settlement` places the x402 batch-settlement scheme's escrow
+(`contracts/batch_settlement.vy`) and its ERC-3009 deposit collector
+(`contracts/erc3009_deposit_collector.vy`) at the scheme's deterministic addresses, and the part
+of Multicall3 x402's facilitator reads through (`contracts/multicall3_subset.vy`) at Multicall3's
+address when the chain has none, so x402's stock batch-settlement client and facilitator work
+unchanged. All three are written for the dev chain from the scheme's published interface.
+
 Everything here is synchronous (web3 HTTPProvider); async callers run it in a worker thread.
 """
 
@@ -41,12 +48,21 @@ from eth_account.signers.local import LocalAccount
 from eth_typing import ChecksumAddress, HexStr
 from web3 import Web3
 from web3.types import RPCEndpoint, TxParams
+from x402.mechanisms.evm.batch_settlement.constants import (
+    BATCH_SETTLEMENT_ADDRESS,
+    ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+)
+from x402.mechanisms.evm.constants import MULTICALL3_ADDRESS
 
 from app.shipped import from_checkout, shipped
 
 log = logging.getLogger(__name__)
 
-TOKEN_SOURCE = Path(__file__).with_name("contracts") / "usdc_eip3009.vy"
+CONTRACTS = Path(__file__).with_name("contracts")
+TOKEN_SOURCE = CONTRACTS / "usdc_eip3009.vy"
+ESCROW_SOURCE = CONTRACTS / "batch_settlement.vy"
+ERC3009_COLLECTOR_SOURCE = CONTRACTS / "erc3009_deposit_collector.vy"
+MULTICALL3_SOURCE = CONTRACTS / "multicall3_subset.vy"
 ANVIL_NPM_PACKAGE = "@foundry-rs/anvil"
 NPM_MANIFEST = ("package.json", "package-lock.json")
 DEFAULT_CHAIN_ID = 8453
@@ -232,26 +248,41 @@ def _npm_install(root: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The token
+# The contracts
 # ---------------------------------------------------------------------------------------------
 
 
 @functools.cache
-def _compiled_token() -> tuple[bytes, list[dict[str, Any]]]:
-    """(runtime bytecode, ABI) of the dev USDC, compiled once per process."""
+def _compiled(source: Path) -> tuple[bytes, list[dict[str, Any]]]:
+    """(runtime bytecode, ABI) of one of the dev contracts, compiled once per process."""
     out = _vyper().compile_code(
-        TOKEN_SOURCE.read_text(),
-        contract_path=str(TOKEN_SOURCE),
+        source.read_text(),
+        contract_path=str(source),
         output_formats=["bytecode_runtime", "abi"],
     )
     runtime = bytes.fromhex(str(out["bytecode_runtime"]).removeprefix("0x"))
     return runtime, cast(list[dict[str, Any]], out["abi"])
 
 
+def _compiled_token() -> tuple[bytes, list[dict[str, Any]]]:
+    return _compiled(TOKEN_SOURCE)
+
+
 def token_abi() -> list[dict[str, Any]]:
     """ABI of the dev USDC (the bytes-signature `transferWithAuthorization` overload is served
     by the fallback, so it is not listed: x402's own ABI constant covers it)."""
     return _compiled_token()[1]
+
+
+def escrow_abi() -> list[dict[str, Any]]:
+    """ABI of the dev batch-settlement escrow (its reverts are the scheme's custom errors,
+    raised as raw data, so they are not listed)."""
+    return _compiled(ESCROW_SOURCE)[1]
+
+
+def deposit_collector_abi() -> list[dict[str, Any]]:
+    """ABI of the dev ERC-3009 deposit collector."""
+    return _compiled(ERC3009_COLLECTOR_SOURCE)[1]
 
 
 def usdc_defaults(chain_id: int) -> tuple[str, str, str]:
@@ -296,6 +327,7 @@ class DevChain:
             Account.from_key(relayer_key) if relayer_key else Account.create()
         )
         self.usdc_address: ChecksumAddress | None = None
+        self.escrow_address: ChecksumAddress | None = None
         self._requested_port = port
         self._log_file = log_file
         self._project_root = project_root
@@ -316,6 +348,7 @@ class DevChain:
                 return self
             binary = anvil_binary(self._project_root)
             self.usdc_address = None
+            self.escrow_address = None
             self._open_log()
             try:
                 attempts = 1 if self._requested_port else 3
@@ -493,8 +526,7 @@ class DevChain:
             token = Web3.to_checksum_address(address)
             runtime, abi = _compiled_token()
             contract = self.w3.eth.contract(address=token, abi=abi)
-            if bytes(self.w3.eth.get_code(token)) != runtime:
-                self.rpc("anvil_setCode", [token, "0x" + runtime.hex()])
+            self._set_code(token, runtime)
             if contract.functions.initialized().call():
                 stored = (contract.functions.name().call(), contract.functions.version().call())
                 if stored != (name, version):
@@ -507,6 +539,43 @@ class DevChain:
                 self._send_setup_tx(token, data)
             self.usdc_address = token
             return token
+
+    # -- the batch-settlement escrow -----------------------------------------------------------
+
+    def install_batch_settlement(self) -> ChecksumAddress:
+        """Place the batch-settlement escrow at the scheme's deterministic address, its ERC-3009
+        deposit collector at the collector's (bound to the escrow by `initialize`), and, when
+        the chain has none, Multicall3's `tryAggregate` at Multicall3's address. Idempotent.
+        Returns the escrow's checksummed address."""
+        with self._lock:
+            escrow = Web3.to_checksum_address(BATCH_SETTLEMENT_ADDRESS)
+            collector_address = Web3.to_checksum_address(ERC3009_DEPOSIT_COLLECTOR_ADDRESS)
+            multicall = Web3.to_checksum_address(MULTICALL3_ADDRESS)
+            self._set_code(escrow, _compiled(ESCROW_SOURCE)[0])
+            runtime, abi = _compiled(ERC3009_COLLECTOR_SOURCE)
+            self._set_code(collector_address, runtime)
+            collector = self.w3.eth.contract(address=collector_address, abi=abi)
+            bound = collector.functions.x402BatchSettlement().call()
+            if int(bound, 16) == 0:
+                self._send_setup_tx(
+                    collector_address, collector.encode_abi("initialize", args=[escrow])
+                )
+            elif Web3.to_checksum_address(bound) != escrow:
+                raise DevChainError(f"collector at {collector_address} serves {bound}")
+            if not bytes(self.w3.eth.get_code(multicall)):
+                self._set_code(multicall, _compiled(MULTICALL3_SOURCE)[0])
+            self.escrow_address = escrow
+            return escrow
+
+    def _set_code(self, address: ChecksumAddress, runtime: bytes) -> None:
+        if bytes(self.w3.eth.get_code(address)) != runtime:
+            self.rpc("anvil_setCode", [address, "0x" + runtime.hex()])
+
+    def escrow(self) -> Any:
+        """The installed escrow as a web3 contract (the project's own ABI)."""
+        if self.escrow_address is None:
+            raise DevChainError("call install_batch_settlement() first")
+        return self.w3.eth.contract(address=self.escrow_address, abi=escrow_abi())
 
     def _usdc(self) -> Any:
         if self.usdc_address is None:
@@ -564,6 +633,8 @@ __all__ = [
     "DevChain",
     "DevChainError",
     "anvil_binary",
+    "deposit_collector_abi",
+    "escrow_abi",
     "require_dev_extra",
     "token_abi",
     "usdc_defaults",

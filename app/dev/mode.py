@@ -1,8 +1,9 @@
 """`engram serve --dev-chain`: Engram taking real x402 payments on a local chain, offline.
 
 A local anvil chain (Base's chain id 8453) gets a USDC-like EIP-3009 token at the real Base USDC
-address, so stock x402 clients pay it unchanged; a demo wallet is funded with 100 USDC and a small
-free tier makes the 402 arrive quickly. Keys here are public test keys, for this chain only.
+address and x402's batch-settlement escrow with its ERC-3009 deposit collector at the scheme's
+addresses, so stock x402 clients pay it unchanged; a demo wallet is funded with 100 USDC and a
+small free tier makes the 402 arrive quickly. Keys here are public test keys, for this chain only.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
     require_dev_extra()  # before anvil starts: a missing extra is named, not a traceback later
     with DevChain(chain_id=8453) as chain:
         chain.install_usdc()
+        escrow = chain.install_batch_settlement()
         demo = Account.from_key(DEMO_WALLET_KEY)
         chain.fund(demo.address, DEMO_WALLET_USDC)
         pay_to = Account.from_key(DEV_PAY_TO_KEY).address
@@ -43,6 +45,7 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
         url = f"http://{settings.server.host}:{settings.server.port}"
         print(
             f"dev chain: anvil at {chain.rpc_url} (chain 8453), USDC at {chain.usdc_address}\n"
+            f"  batch-settlement escrow at {escrow}\n"
             f"  demo wallet {demo.address} holds 100 USDC; its key: {DEMO_WALLET_KEY}\n"
             f"  payments go to {pay_to}; free tier: {free_calls} calls per wallet\n"
             f"  try: python -m app.dev.paying_agent --url {url}",

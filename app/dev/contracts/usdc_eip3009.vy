@@ -3,7 +3,9 @@
 @title Dev USDC (EIP-3009) for Engram's local payment chain
 @notice A USDC-like ERC-20 (6 decimals) with EIP-3009 `transferWithAuthorization`
         in both ABI shapes USDC v2.2 exposes (v,r,s and `bytes signature`), so that the
-        stock x402 facilitator verifies and settles against it unchanged.
+        stock x402 facilitator verifies and settles against it unchanged, and
+        `receiveWithAuthorization` (its `bytes signature` shape), which the batch-settlement
+        scheme's ERC-3009 deposit collector calls.
 @dev    DEVELOPMENT ONLY: `mint` is open to anyone. There is no constructor: the runtime
         code is placed at the real Base USDC address with `anvil_setCode`, then `initialize`
         is called once to store the EIP-712 name/version (they differ per network:
@@ -37,6 +39,9 @@ EIP712_DOMAIN_TYPEHASH: constant(bytes32) = keccak256(
 )
 TRANSFER_WITH_AUTHORIZATION_TYPEHASH: constant(bytes32) = keccak256(
     "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
+)
+RECEIVE_WITH_AUTHORIZATION_TYPEHASH: constant(bytes32) = keccak256(
+    "ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
 )
 TRANSFER_WITH_AUTHORIZATION_BYTES_SELECTOR: constant(bytes4) = method_id(
     "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)",
@@ -204,6 +209,33 @@ def _transfer_with_authorization(
     _nonce: bytes32,
     _signature: Bytes[MAX_SIGNATURE_LEN],
 ):
+    self._use_authorization(
+        TRANSFER_WITH_AUTHORIZATION_TYPEHASH,
+        _from,
+        _to,
+        _value,
+        _valid_after,
+        _valid_before,
+        _nonce,
+        _signature,
+    )
+    self._transfer(_from, _to, _value)
+
+
+@internal
+def _use_authorization(
+    _typehash: bytes32,
+    _from: address,
+    _to: address,
+    _value: uint256,
+    _valid_after: uint256,
+    _valid_before: uint256,
+    _nonce: bytes32,
+    _signature: Bytes[MAX_SIGNATURE_LEN],
+):
+    """
+    @dev Check an EIP-3009 authorization of type `_typehash` and mark its nonce used.
+    """
     assert block.timestamp > _valid_after, "FiatTokenV2: authorization is not yet valid"
     assert block.timestamp < _valid_before, "FiatTokenV2: authorization is expired"
     assert not self.authorizationState[_from][_nonce], (
@@ -212,7 +244,7 @@ def _transfer_with_authorization(
 
     struct_hash: bytes32 = keccak256(
         abi_encode(
-            TRANSFER_WITH_AUTHORIZATION_TYPEHASH,
+            _typehash,
             _from,
             _to,
             _value,
@@ -226,7 +258,6 @@ def _transfer_with_authorization(
 
     self.authorizationState[_from][_nonce] = True
     log AuthorizationUsed(authorizer=_from, nonce=_nonce)
-    self._transfer(_from, _to, _value)
 
 
 @external
@@ -253,6 +284,34 @@ def transferWithAuthorization(
         _nonce,
         concat(r, s, convert(v, bytes1)),
     )
+
+
+@external
+def receiveWithAuthorization(
+    _from: address,
+    _to: address,
+    _value: uint256,
+    _valid_after: uint256,
+    _valid_before: uint256,
+    _nonce: bytes32,
+    _signature: Bytes[MAX_SIGNATURE_LEN],
+):
+    """
+    @notice EIP-3009 receive with a `bytes` signature: like transferWithAuthorization, but
+            only the payee may submit it, so nobody can front-run a contract's pull.
+    """
+    assert _to == msg.sender, "FiatTokenV2: caller must be the payee"
+    self._use_authorization(
+        RECEIVE_WITH_AUTHORIZATION_TYPEHASH,
+        _from,
+        _to,
+        _value,
+        _valid_after,
+        _valid_before,
+        _nonce,
+        _signature,
+    )
+    self._transfer(_from, _to, _value)
 
 
 @external
