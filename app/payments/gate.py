@@ -10,28 +10,33 @@ Who owns the data when a payment is made: the signed `x-wallet-auth` wallet if t
 the payer. A payer may pay for another wallet's call (an agent's treasury paying for its
 workers); the payment is listed under both in GET /v1/payments.
 
-This is request glue, like a middleware: it reads the request (headers, body, route price) and
-hands the payment rules (service.py) plain values.
+This is request glue, like a middleware: it reads the request (headers, body, route price, the
+route's bazaar declaration) and hands the payment rules (service.py) plain values.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, Protocol
 
+import anyio
 import asyncpg
-from litestar import Request
+from litestar import Litestar, Request
 
 from app.api.headers import request_id_of
 from app.api.state import state_of
 from app.auth.free_tier import FreeTier
+from app.payments.discovery import Discovery, declarations
 from app.payments.prices import price_of
 from app.payments.service import PaidCall, X402Charge, X402Service
 from app.usage.service import UsageService, endpoint_label
 
 AnyRequest = Request[Any, Any, Any]
+log = logging.getLogger("engram.payments")
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def _endpoint(request: AnyRequest) -> str:
     return endpoint_label(request.method, request.scope.get("path_template") or request.url.path)
 
 
-def paid_call(request: AnyRequest) -> PaidCall:
+def paid_call(request: AnyRequest, discovery: Discovery | None = None) -> PaidCall:
     """The plain values the payment rules need from a request."""
     return PaidCall(
         method=request.method,
@@ -87,7 +92,19 @@ def paid_call(request: AnyRequest) -> PaidCall:
         query=request.url.query or "",
         headers=dict(request.headers),
         request_id=request_id_of(request.scope),
+        discovery=discovery,
     )
+
+
+def declared_routes(app: Litestar) -> dict[str, Discovery]:
+    """Every paid route's bazaar declaration, by route ("POST /v1/store"), made from the OpenAPI
+    document the app serves (its handlers' own types). A route that cannot be declared is a bug
+    (tests/payments/test_discovery.py declares them all): its 402s still offer payment."""
+    try:
+        return declarations(app.openapi_schema.to_schema())
+    except Exception:
+        log.exception("the x402 bazaar declarations could not be made; 402s go without them")
+        return {}
 
 
 class PaymentGate(Protocol):
@@ -114,6 +131,24 @@ class Gate:
         self.x402 = x402
         self.prices_usd = prices_usd
         self.usage = usage
+        self._declared: dict[str, Discovery] | None = None  # made at the first paid call, then kept
+        self._declaring = threading.Lock()
+
+    async def discovery(self, request: AnyRequest) -> Discovery | None:
+        """The bazaar declaration of the request's route: a lookup, once they are made."""
+        declared = self._declared
+        if declared is None:
+            declared = await anyio.to_thread.run_sync(self._declare, request.app)
+        return declared.get(_endpoint(request))
+
+    def _declare(self, app: Litestar) -> dict[str, Discovery]:
+        """Makes the declarations, once per process (a few hundred ms, the OpenAPI document's
+        included), in a worker thread: the event loop keeps serving meanwhile, and paid calls
+        arriving meanwhile wait here for the one making them."""
+        with self._declaring:
+            if self._declared is None:
+                self._declared = declared_routes(app)
+            return self._declared
 
     async def authorize(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge:
         wallet: str | None = request.scope.get("user")
@@ -123,7 +158,7 @@ class Gate:
                 await self._note_remaining(request, conn, wallet)
             return NO_CHARGE
         price = self.prices_usd[kind]
-        call = paid_call(request)
+        call = paid_call(request, await self.discovery(request))
         proof = self.x402.proof_of(call, price)
         if proof is not None:
             offer, checked = proof
@@ -180,4 +215,5 @@ class Gate:
         return remaining
 
     def _require_payment(self, request: AnyRequest, price: Decimal, reason: str) -> NoReturn:
-        self.x402.require_payment(paid_call(request), price, reason)
+        declared = (self._declared or {}).get(_endpoint(request))  # made by authorize
+        self.x402.require_payment(paid_call(request, declared), price, reason)

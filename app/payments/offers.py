@@ -4,11 +4,13 @@ One offer per paid call: scheme `exact`, USDC on the configured network, the han
 Engram's payTo. The challenge is readable by every kind of client at once (docs/api-contract.md,
 "Payments (x402)"): the v2 `PAYMENT-REQUIRED` header, the v1 JSON body (`x402Version`,
 `accepts`), and the contract's `{"error": {...}}` object (never the v1 string, which crashes
-MemoClaw's SDK).
+MemoClaw's SDK). Each declares the route for x402's bazaar (discovery.py): the v2 challenge in
+its `extensions` and `resource`, the v1 one in its requirement's `outputSchema`.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -22,6 +24,7 @@ from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 from x402.schemas.v1 import PaymentRequirementsV1
 
 from app.kit.errors import error_body
+from app.payments.discovery import Discovery
 from app.payments.network import Network
 
 SCHEME = "exact"
@@ -36,6 +39,7 @@ class Offer:
     max_timeout_seconds: int
     resource_url: str
     description: str
+    discovery: Discovery | None = None  # the route's bazaar declaration, made once
 
     @property
     def amount(self) -> int:
@@ -67,8 +71,25 @@ class Offer:
             pay_to=self.pay_to,
             max_timeout_seconds=self.max_timeout_seconds,
             asset=self.network.asset,
+            output_schema=dict(self.discovery.output_schema_v1) if self.discovery else None,
             extra=self._extra(),
         )
+
+    def resource(self) -> ResourceInfo:
+        """The paid resource, with the bazaar's service metadata when the route declares it."""
+        d = self.discovery
+        return ResourceInfo(
+            url=self.resource_url,
+            description=self.description,
+            mime_type="application/json",
+            service_name=d.service_name if d else None,
+            tags=list(d.tags) if d else None,
+        )
+
+    def discovery_extensions(self) -> dict[str, Any]:
+        """The route's `bazaar` extension (empty without one): in the challenge, and in the
+        payment Engram hands its facilitator, which is where a catalogue picks it up."""
+        return dict(self.discovery.extensions) if self.discovery else {}
 
 
 @dataclass(frozen=True)
@@ -77,18 +98,36 @@ class Challenge:
     body: dict[str, Any]
 
 
+# The two encodings of an offer that carry its route's declaration (a few KiB, tens of µs to
+# serialize), kept for the offers asked for again: a paying agent meets the same route's 402 for
+# each call. Bounded: a request's URL is part of its offer.
+OFFERS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=OFFERS_KEPT)
+def payment_required_header(offer: Offer, error: str) -> str:
+    """The v2 challenge, base64 JSON as x402 encodes it."""
+    payment_required = PaymentRequired(
+        error=error,
+        resource=offer.resource(),
+        accepts=[offer.requirements()],
+        extensions={
+            # idempotency keys are honoured (app/payments/service.py `_check_ledger`), not required
+            PAYMENT_IDENTIFIER: declare_payment_identifier_extension(),
+            **offer.discovery_extensions(),
+        },
+    )
+    return encode_payment_required_header(payment_required)
+
+
+@functools.lru_cache(maxsize=OFFERS_KEPT)
+def _accepts_v1(offer: Offer) -> dict[str, Any]:
+    return offer.requirements_v1().model_dump(by_alias=True, exclude_none=True)
+
+
 def challenge(
     offer: Offer, message: str, reason: str | None = None, details: dict[str, Any] | None = None
 ) -> Challenge:
-    payment_required = PaymentRequired(
-        error=reason or message,
-        resource=ResourceInfo(
-            url=offer.resource_url, description=offer.description, mime_type="application/json"
-        ),
-        accepts=[offer.requirements()],
-        # idempotency keys are honoured (app/payments/service.py `_check_ledger`), not required
-        extensions={PAYMENT_IDENTIFIER: declare_payment_identifier_extension()},
-    )
     body = error_body(
         "PAYMENT_REQUIRED",
         message,
@@ -103,8 +142,8 @@ def challenge(
         },
     )
     body["x402Version"] = 1
-    body["accepts"] = [offer.requirements_v1().model_dump(by_alias=True, exclude_none=True)]
+    body["accepts"] = [dict(_accepts_v1(offer))]  # its own copy; the schemas inside are shared
     return Challenge(
-        headers={PAYMENT_REQUIRED_HEADER: encode_payment_required_header(payment_required)},
+        headers={PAYMENT_REQUIRED_HEADER: payment_required_header(offer, reason or message)},
         body=body,
     )

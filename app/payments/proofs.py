@@ -24,9 +24,12 @@ V1_HEADER = "x-payment"
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 NONCE_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
 # A proof as x402's clients build it is about 1 KiB of base64, 3 levels deep (proof, payload,
-# authorization); room for extensions, none for a document built to exhaust the decoder.
+# authorization), plus the extensions of the 402 it pays, echoed: the route's bazaar declaration
+# (discovery.py) adds up to about 7 KiB and 20 levels (a JSON schema of nested types). Room for
+# those, none for a document built to exhaust the decoder (tests/payments/test_discovery.py
+# checks every paid route's echo fits).
 MAX_HEADER_CHARS = 16 * 1024
-MAX_HEADER_DEPTH = 8
+MAX_HEADER_DEPTH = 32
 # x402's facilitator refuses authorizations that expire within 6 s; so does Engram, up front.
 MIN_VALIDITY_SECONDS = 6
 
@@ -110,7 +113,14 @@ def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
     else:
         scheme, network = str(data.get("scheme", "")), str(data.get("network", ""))
     try:
-        payload = PaymentPayload(payload=inner, accepted=offer.requirements())
+        # Engram's own resource and bazaar declaration, never the client's echo of them: what
+        # the facilitator is handed is what a catalogue lists
+        payload = PaymentPayload(
+            payload=inner,
+            accepted=offer.requirements(),
+            resource=offer.resource(),
+            extensions=offer.discovery_extensions() or None,
+        )
     except ValidationError as exc:
         raise PaymentRejected("invalid_payload", "The proof's payload is malformed") from exc
     payment_id = _payment_id(data.get("extensions"))

@@ -30,6 +30,7 @@ from x402.schemas import SettleResponse
 
 from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
 from app.payments import repository
+from app.payments.discovery import Discovery
 from app.payments.facilitators import Facilitator
 from app.payments.network import Network
 from app.payments.offers import Offer, challenge
@@ -61,6 +62,7 @@ class PaidCall:
     query: str
     request_id: str
     headers: Mapping[str, str] = field(repr=False)  # credentials among them: never logged
+    discovery: Discovery | None = field(default=None, repr=False)  # the route's, for x402's bazaar
 
     @property
     def endpoint(self) -> str:
@@ -242,7 +244,8 @@ class X402Service:
             price_usd=price,
             max_timeout_seconds=self.max_timeout_seconds,
             resource_url=call.url,
-            description=f"Engram {call.endpoint}",
+            description=call.discovery.description if call.discovery else f"Engram {call.endpoint}",
+            discovery=call.discovery,
         )
 
     def require_payment(
