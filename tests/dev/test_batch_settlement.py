@@ -588,6 +588,106 @@ def test_claim_with_signature_from_a_relay(
     assert logged(events, receipt, "Claimed") == []
 
 
+# A contract wallet for the EIP-1271 paths: it accepts any signature over a digest it was told
+# to approve (test only: anyone may approve).
+WALLET_SOURCE = """
+# pragma version ~=0.4.3
+approved: public(HashMap[bytes32, bool])
+
+@external
+def approve(digest: bytes32):
+    self.approved[digest] = True
+
+@view
+@external
+def isValidSignature(digest: bytes32, signature: Bytes[1024]) -> bytes4:
+    if self.approved[digest]:
+        return 0x1626ba7e
+    return 0xffffffff
+"""
+
+
+def contract_wallet(dev: DevChain) -> Contract:
+    import vyper  # type: ignore[import-untyped]  # the dev extra; no type information
+
+    out = vyper.compile_code(WALLET_SOURCE, output_formats=["bytecode_runtime", "abi"])
+    address = to_checksum_address(Account.create().address)
+    dev.rpc("anvil_setCode", [address, out["bytecode_runtime"]])
+    return dev.w3.eth.contract(address=address, abi=out["abi"])
+
+
+def test_contract_wallets_sign_through_eip1271(
+    dev: DevChain, escrow: Contract, parties: Parties
+) -> None:
+    """A payer with code (no payer authorizer) and a receiver authorizer with code are asked
+    through EIP-1271: the deposit's authorization, the voucher, the claim batch and the refund
+    each count only once the wallet approves their digest."""
+    payer, authorizer = contract_wallet(dev), contract_wallet(dev)
+
+    def approve(wallet: Contract, digest: bytes) -> None:
+        transact(dev, parties.stranger, wallet.functions.approve(digest))
+
+    dev.fund(payer.address, DEPOSIT, eth_wei=0)
+    config = ChannelConfig(
+        payer=payer.address,
+        payer_authorizer=ZERO_ADDRESS,
+        receiver=parties.receiver.address,
+        receiver_authorizer=authorizer.address,
+        token=token(dev),
+        withdraw_delay=MIN_WITHDRAW_DELAY,
+        salt="0x" + secrets.token_hex(32),
+    )
+    channel = Channel(config, compute_channel_id(config, dev.network), Account.create())
+
+    # The deposit: the token asks the payer wallet about its ReceiveWithAuthorization digest.
+    salt, before = "0x" + secrets.token_hex(32), int(time.time()) + 600
+    _, name, version = usdc_defaults(dev.chain_id)
+    signable = encode_typed_data(
+        domain_data={
+            "name": name,
+            "version": version,
+            "chainId": dev.chain_id,
+            "verifyingContract": token(dev),
+        },
+        message_types=RECEIVE_AUTHORIZATION_TYPES,
+        message_data={
+            "from": payer.address,
+            "to": ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+            "value": DEPOSIT,
+            "validAfter": 0,
+            "validBefore": before,
+            "nonce": bytes.fromhex(build_erc3009_deposit_nonce(channel.id, salt)[2:]),
+        },
+    )
+    approve(payer, keccak(b"\x19" + signable.version + signable.header + signable.body))
+    data = build_erc3009_collector_data("0", str(before), salt, "0x" + "ab" * 65)
+    call = escrow.functions.deposit(channel.args, DEPOSIT, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, data)
+    transact(dev, dev.relayer, call)
+    assert channel_state(escrow, channel) == (DEPOSIT, 0)
+
+    # The voucher: refused until the payer wallet approves its digest.
+    rows = [claim_row(channel, 2 * PRICE, "0x" + "cd" * 65)]
+    claim = escrow.functions.claim(claim_args(rows))
+    assert_reverts(claim, parties.receiver.address, "InvalidSignature()")
+    approve(payer, escrow.functions.getVoucherDigest(channel.id, 2 * PRICE).call())
+    transact(dev, parties.receiver, claim)
+    assert channel_state(escrow, channel) == (DEPOSIT, 2 * PRICE)
+
+    # The claim batch and the refund: the receiver authorizer wallet's approval.
+    rows = [claim_row(channel, 3 * PRICE, "0x" + "cd" * 65)]
+    approve(payer, escrow.functions.getVoucherDigest(channel.id, 3 * PRICE).call())
+    batch = escrow.functions.claimWithSignature(claim_args(rows), b"\x01")
+    assert_reverts(batch, parties.stranger.address, "InvalidSignature()")
+    approve(authorizer, escrow.functions.getClaimBatchDigest(claim_args(rows)).call())
+    transact(dev, parties.stranger, batch)
+    refund = escrow.functions.refundWithSignature(channel.args, PRICE, 0, b"\x01")
+    assert_reverts(refund, parties.stranger.address, "InvalidSignature()")
+    approve(authorizer, escrow.functions.getRefundDigest(channel.id, 0, PRICE).call())
+    transact(dev, parties.stranger, refund)
+    assert channel_state(escrow, channel) == (DEPOSIT - PRICE, 3 * PRICE)
+    assert dev.usdc_balance(payer.address) == PRICE
+
+
 # ---------------------------------------------------------------------------------------------
 # Refunds
 # ---------------------------------------------------------------------------------------------

@@ -311,7 +311,12 @@ def claimWithSignature(
     if len(voucherClaims) == 0:
         raw_revert(EMPTY_BATCH)
     authorizer: address = voucherClaims[0].voucher.channel.receiverAuthorizer
-    digest: bytes32 = self._claim_batch_digest(voucherClaims)
+    # The entries are hashed here, not in a helper taking the whole batch: passing the batch
+    # to an internal function would copy all of it in memory (tens of thousands of gas).
+    entry_hashes: DynArray[bytes32, MAX_CLAIMS] = []
+    for voucher_claim: VoucherClaim in voucherClaims:
+        entry_hashes.append(self._claim_entry_hash(voucher_claim))
+    digest: bytes32 = self._claim_batch_digest(entry_hashes)
     if not self._is_valid_signature_now(authorizer, digest, authorizerSignature):
         raw_revert(INVALID_SIGNATURE)
     for voucher_claim: VoucherClaim in voucherClaims:
@@ -534,7 +539,10 @@ def getClaimBatchDigest(voucherClaims: DynArray[VoucherClaim, MAX_CLAIMS]) -> by
     @notice The digest the receiver authorizer signs for `claimWithSignature` (defined for
             an empty batch too, though claims refuse one).
     """
-    return self._claim_batch_digest(voucherClaims)
+    entry_hashes: DynArray[bytes32, MAX_CLAIMS] = []
+    for voucher_claim: VoucherClaim in voucherClaims:
+        entry_hashes.append(self._claim_entry_hash(voucher_claim))
+    return self._claim_batch_digest(entry_hashes)
 
 
 @view
@@ -613,21 +621,22 @@ def _refund_digest(channel_id: bytes32, nonce: uint256, amount: uint128) -> byte
 
 @view
 @internal
-def _claim_batch_digest(voucher_claims: DynArray[VoucherClaim, MAX_CLAIMS]) -> bytes32:
-    # EIP-712 hashes an array of structs as keccak256 of its members' hashes, concatenated.
-    entry_hashes: DynArray[bytes32, MAX_CLAIMS] = []
-    for voucher_claim: VoucherClaim in voucher_claims:
-        entry_hashes.append(
-            keccak256(
-                abi_encode(
-                    CLAIM_ENTRY_TYPEHASH,
-                    self._channel_id(voucher_claim.voucher.channel),
-                    voucher_claim.voucher.maxClaimableAmount,
-                    voucher_claim.totalClaimed,
-                )
-            )
+def _claim_entry_hash(voucher_claim: VoucherClaim) -> bytes32:
+    return keccak256(
+        abi_encode(
+            CLAIM_ENTRY_TYPEHASH,
+            self._channel_id(voucher_claim.voucher.channel),
+            voucher_claim.voucher.maxClaimableAmount,
+            voucher_claim.totalClaimed,
         )
-    # abi_encode of a dynamic array is (offset, length, items...): the items are the packing.
+    )
+
+
+@view
+@internal
+def _claim_batch_digest(entry_hashes: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+    # EIP-712 hashes an array of structs as keccak256 of its members' hashes, concatenated;
+    # abi_encode of a dynamic array is (offset, length, items...): the items are that.
     packed: Bytes[32 * MAX_CLAIMS + 64] = abi_encode(entry_hashes)
     entries_root: bytes32 = keccak256(slice(packed, 64, 32 * len(entry_hashes)))
     return self._typed_data_hash(keccak256(abi_encode(CLAIM_BATCH_TYPEHASH, entries_root)))
