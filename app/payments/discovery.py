@@ -77,13 +77,20 @@ def declarations(document: Mapping[str, Any]) -> dict[str, Discovery]:
     """Every paid operation's declaration, by `route_key`. Raises UndeclarableRoute if one
     cannot be declared (a schema the example maker does not know, one x402 refuses)."""
     components = document.get("components", {}).get("schemas", {})
-    service = _service_name(document.get("info", {}).get("title", ""))
+    info = document.get("info", {})
+    service = _service_name(info.get("title", ""))
+    about = " ".join(str(info.get("description", "")).split())  # the service's own line
     found: dict[str, Discovery] = {}
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             if isinstance(operation, dict) and "402" in operation.get("responses", {}):
                 key = route_key(method, path)
-                found[key] = declare(key, path, method.upper(), operation, components, service)
+                try:
+                    found[key] = declare(
+                        key, path, method.upper(), operation, components, service, about
+                    )
+                except UndeclarableRoute as exc:
+                    raise UndeclarableRoute(f"{key}: {exc}") from exc
     return found
 
 
@@ -94,6 +101,7 @@ def declare(
     operation: Mapping[str, Any],
     components: Mapping[str, Any],
     service_name: str,
+    about: str = "",
 ) -> Discovery:
     """One operation's declaration, checked as a facilitator checks it."""
     parameters = operation.get("parameters", [])
@@ -130,13 +138,13 @@ def declare(
         bazaar["routeTemplate"] = _PATH_PARAMETER.sub(r":\1", path)
     for check in (validate_discovery_extension_spec(bazaar), validate_and_extract(bazaar)):
         if not check.valid:
-            raise UndeclarableRoute(f"{key}: {'; '.join(check.errors)}")
+            raise UndeclarableRoute("; ".join(check.errors))
     info = bazaar["info"]
     return Discovery(
         route=key,
         extensions={BAZAAR.key: bazaar},
         output_schema_v1=_v1_output_schema(info),
-        description=_description(operation, key),
+        description=_description(operation, key, about),
         service_name=service_name,
         tags=_tags(operation.get("tags", ())),
     )
@@ -167,11 +175,13 @@ def _tags(own: Any) -> tuple[str, ...]:
     return tuple(tags[:MAX_TAGS])
 
 
-def _description(operation: Mapping[str, Any], key: str) -> str:
-    """The handler's docstring (the operation's description) or, lacking one, its summary."""
+def _description(operation: Mapping[str, Any], key: str, about: str) -> str:
+    """The handler's docstring (the operation's description) or, lacking one, its summary, with
+    the route and what the service is: "Recall (POST /v1/recall). Memory API for AI agents…"."""
     text = str(operation.get("description") or operation.get("summary") or "").strip()
-    first = " ".join(text.split("\n\n", 1)[0].split())  # its first paragraph, on one line
-    return f"Engram {key}: {first}" if first else f"Engram {key}"
+    first = " ".join(text.split("\n\n", 1)[0].split()).rstrip(".")  # first paragraph, one line
+    described = f"{first} ({key})." if first else f"{key}."
+    return f"{described} {about}" if about else described
 
 
 # ---- schemas, from the document's own --------------------------------------------------------

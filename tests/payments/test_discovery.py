@@ -37,6 +37,7 @@ from app.asgi import create_app
 from app.config import Settings
 from app.dev.chain import DevChain
 from app.kit.json_input import decode_base64_json
+from app.payments.discovery import UndeclarableRoute, declarations
 from app.payments.prices import price_of
 from app.payments.proofs import MAX_HEADER_CHARS, MAX_HEADER_DEPTH
 from app.usage.service import endpoint_label
@@ -227,6 +228,79 @@ async def test_the_declarations_are_made_once(
         for path, body in [("/v1/store", {"content": "x"}), ("/v1/recall", {"query": "q"})] * 3:
             assert (await client.post(path, json=body)).status_code == 402
     assert len(made) == 1
+
+
+async def test_a_route_that_cannot_be_declared_still_offers_payment(
+    settings: Settings, chain: DevChain, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    def broken(document: Any) -> Any:
+        raise UndeclarableRoute("POST /v1/store: a type the bazaar cannot describe")
+
+    monkeypatch.setattr(gate_module, "declarations", broken)
+    async with AsyncTestClient(app=create_app(paid_only(settings, chain))) as client:
+        required = declared(await client.post("/v1/store", json={"content": "x"}))
+    assert required.extensions is not None and BAZAAR.key not in required.extensions
+    assert required.accepts[0].amount == "5000"
+    assert "bazaar declarations could not be made" in caplog.text
+
+
+# ---- the declarations, from a document ---------------------------------------------------
+
+
+def document(body: dict[str, Any], answer: dict[str, Any], **operation: Any) -> dict[str, Any]:
+    """An OpenAPI document with one paid operation, POST /v1/thing."""
+    json_of = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}
+    return {
+        "info": {"title": "Engram", "description": "Memory API for AI agents."},
+        "paths": {"/v1/thing": {"post": {
+            "requestBody": {"content": {"application/json": {"schema": body}}},
+            "responses": {"201": json_of, "402": {"description": "pay"}},
+            **operation,
+        }}},
+        "components": {"schemas": {"A": answer}},
+    }  # fmt: skip
+
+
+ANSWER = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
+
+
+def test_a_docstring_describes_the_route_and_field_names_stay() -> None:
+    body = {
+        "type": "object",
+        "title": "ThingIn",
+        "properties": {
+            "title": {"type": "string", "maxLength": 3, "description": "a field named title"},
+            "n": {"oneOf": [{"type": "integer"}, {"type": "null"}], "minimum": 2},
+        },
+        "required": ["title", "n"],
+    }
+    doc = document(body, ANSWER, description="Make a thing.\n\nMore words.", summary="Thing")
+    thing = declarations(doc)["POST /v1/thing"]
+    assert thing.description == "Make a thing (POST /v1/thing). Memory API for AI agents."
+    bazaar = thing.extensions[BAZAAR.key]
+    schema = bazaar["schema"]["properties"]["input"]["properties"]["body"]
+    assert set(schema["properties"]) == {"title", "n"} and "title" not in schema
+    assert schema["properties"]["n"] == {"type": ["integer", "null"], "minimum": 2}
+    assert bazaar["info"]["input"]["body"] == {"title": "str", "n": 2}
+    assert bazaar["info"]["output"]["example"] == {"id": "string"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"$ref": "#/components/schemas/Loop"},  # a type that holds itself
+        {"type": "object", "properties": {"k": {"type": "string", "pattern": "^a+$"}},
+         "required": ["k"]},  # no example is made for a pattern
+        {"$ref": "https://example.com/schema.json"},  # nothing is fetched
+    ],
+)  # fmt: skip
+def test_what_cannot_be_declared_says_so(body: dict[str, Any]) -> None:
+    doc = document(body, ANSWER)
+    doc["components"]["schemas"]["Loop"] = {
+        "type": "object", "properties": {"next": {"$ref": "#/components/schemas/Loop"}},
+    }  # fmt: skip
+    with pytest.raises(UndeclarableRoute, match=r"^POST /v1/thing: (unresolvable|recursive|no ex)"):
+        declarations(doc)
 
 
 # ---- paying, and what the facilitator is handed ----------------------------------------------
