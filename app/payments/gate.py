@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, Protocol
 
@@ -32,6 +32,7 @@ from app.api.state import state_of
 from app.auth.free_tier import FreeTier
 from app.payments.discovery import Discovery, declarations
 from app.payments.prices import price_of
+from app.payments.proofs import carries_proof
 from app.payments.service import PaidCall, X402Charge, X402Service
 from app.usage.service import UsageService, endpoint_label
 
@@ -131,11 +132,14 @@ class Gate:
         self.x402 = x402
         self.prices_usd = prices_usd
         self.usage = usage
-        self._declared: dict[str, Discovery] | None = None  # made at the first paid call, then kept
+        self._declared: dict[str, Discovery] | None = None  # made at the first 402, then kept
         self._declaring = threading.Lock()
 
     async def discovery(self, request: AnyRequest) -> Discovery | None:
-        """The bazaar declaration of the request's route: a lookup, once they are made."""
+        """The bazaar declaration of the request's route, for a 402 or an x402 payment (a free
+        call needs none): a lookup, once they are made."""
+        if not self.x402.enabled:
+            return None  # its 402 offers no payment to declare
         declared = self._declared
         if declared is None:
             declared = await anyio.to_thread.run_sync(self._declare, request.app)
@@ -143,8 +147,8 @@ class Gate:
 
     def _declare(self, app: Litestar) -> dict[str, Discovery]:
         """Makes the declarations, once per process (a few hundred ms, the OpenAPI document's
-        included), in a worker thread: the event loop keeps serving meanwhile, and paid calls
-        arriving meanwhile wait here for the one making them."""
+        included), in a worker thread: the event loop keeps serving meanwhile, and the 402s and
+        payments arriving meanwhile wait here for the one making them."""
         with self._declaring:
             if self._declared is None:
                 self._declared = declared_routes(app)
@@ -158,7 +162,9 @@ class Gate:
                 await self._note_remaining(request, conn, wallet)
             return NO_CHARGE
         price = self.prices_usd[kind]
-        call = paid_call(request, await self.discovery(request))
+        call = paid_call(request)
+        if carries_proof(call.headers):  # the offer it is checked against declares the route
+            call = replace(call, discovery=await self.discovery(request))
         proof = self.x402.proof_of(call, price)
         if proof is not None:
             offer, checked = proof
@@ -173,10 +179,10 @@ class Gate:
                 raise
             return X402Payment(wallet=owner, price=price, payment=payment, call=call)
         if wallet is None:
-            self.x402.require_payment(call, price, "Payment required")
+            await self._require_payment(request, price, "Payment required")
         if await self._note_remaining(request, conn, wallet) > 0:
             return FreeCall(wallet=wallet, price=price)
-        self.x402.require_payment(call, price, "Free tier used up")
+        await self._require_payment(request, price, "Free tier used up")
 
     async def settle(self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge) -> None:
         state = state_of(request.scope)
@@ -193,7 +199,7 @@ class Gate:
             left = await self.free_tier.consume(conn, charge.wallet)
             if left is None:  # another request took the last free call meanwhile
                 state["free_tier_remaining"] = 0
-                self._require_payment(request, charge.price, "Free tier used up")
+                await self._require_payment(request, charge.price, "Free tier used up")
             state["free_tier_remaining"] = left
             await self.usage.count_call(conn, charge.wallet, _endpoint(request), paid=False)
 
@@ -214,6 +220,5 @@ class Gate:
         state_of(request.scope)["free_tier_remaining"] = remaining
         return remaining
 
-    def _require_payment(self, request: AnyRequest, price: Decimal, reason: str) -> NoReturn:
-        declared = (self._declared or {}).get(_endpoint(request))  # made by authorize
-        self.x402.require_payment(paid_call(request, declared), price, reason)
+    async def _require_payment(self, request: AnyRequest, price: Decimal, reason: str) -> NoReturn:
+        self.x402.require_payment(paid_call(request, await self.discovery(request)), price, reason)

@@ -9,6 +9,7 @@ own copy of the requirements (`accepted`) is never trusted, only compared.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,11 @@ def _authorization(payload: dict[str, Any]) -> Authorization:
     if not (ADDRESS_RE.match(payer) and ADDRESS_RE.match(pay_to) and NONCE_RE.match(nonce)):
         raise PaymentRejected("invalid_payload", "Malformed address or nonce in the authorization")
     return Authorization(payer.lower(), pay_to.lower(), value, after, before, nonce.lower())
+
+
+def carries_proof(headers: Mapping[str, str]) -> bool:
+    """Whether a request sends a payment (read or refused later, against the offer)."""
+    return bool(headers.get(V2_HEADER) or headers.get(V1_HEADER))
 
 
 def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:

@@ -213,8 +213,8 @@ async def test_a_route_with_an_id_names_its_template(paid: AsyncTestClient[Lites
     assert path_params["required"] == ["memory_id"]
 
 
-async def test_the_declarations_are_made_once(
-    settings: Settings, chain: DevChain, monkeypatch: pytest.MonkeyPatch
+async def test_the_declarations_are_made_once_at_the_first_402(
+    settings: Settings, chain: DevChain, wallet: LocalAccount, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = []
     real = gate_module.declarations
@@ -224,7 +224,11 @@ async def test_the_declarations_are_made_once(
         return real(document)
 
     monkeypatch.setattr(gate_module, "declarations", counted)
-    async with AsyncTestClient(app=create_app(paid_only(settings, chain))) as client:
+    app = create_app(changed(paid_only(settings, chain), limits={"free_tier_calls": 1}))
+    async with AsyncTestClient(app=app) as client:
+        r = await client.post("/v1/store", json={"content": "free"}, headers=auth(wallet))
+        assert r.status_code == 201, r.text
+        assert made == []  # a free call declares nothing
         for path, body in [("/v1/store", {"content": "x"}), ("/v1/recall", {"query": "q"})] * 3:
             assert (await client.post(path, json=body)).status_code == 402
     assert len(made) == 1
