@@ -13,11 +13,13 @@ call right after the code is installed. The values come from x402's own default-
 "USD Coin"/"2" on Base (8453), "USDC"/"2" on Base Sepolia (84532).
 
 `install_batch_settlement` places the x402 batch-settlement scheme's escrow
-(`contracts/batch_settlement.vy`) and its ERC-3009 deposit collector
-(`contracts/erc3009_deposit_collector.vy`) at the scheme's deterministic addresses, and the part
-of Multicall3 x402's facilitator reads through (`contracts/multicall3_subset.vy`) at Multicall3's
-address when the chain has none, so x402's stock batch-settlement client and facilitator work
-unchanged. All three are written for the dev chain from the scheme's published interface.
+(`contracts/batch_settlement.vy`) and its two deposit collectors, ERC-3009
+(`contracts/erc3009_deposit_collector.vy`) and Permit2 (`contracts/permit2_deposit_collector.vy`),
+at the scheme's deterministic addresses; and, when the chain has none, the parts of Permit2
+(`contracts/permit2_subset.vy`) and of Multicall3 (`contracts/multicall3_subset.vy`, which x402's
+facilitator reads through) that x402 uses, at their well-known addresses. So x402's stock
+batch-settlement client and facilitator work unchanged. All are written for the dev chain from
+the published interfaces.
 
 Everything here is synchronous (web3 HTTPProvider); async callers run it in a worker thread.
 """
@@ -51,8 +53,9 @@ from web3.types import RPCEndpoint, TxParams
 from x402.mechanisms.evm.batch_settlement.constants import (
     BATCH_SETTLEMENT_ADDRESS,
     ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+    PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
 )
-from x402.mechanisms.evm.constants import MULTICALL3_ADDRESS
+from x402.mechanisms.evm.constants import MULTICALL3_ADDRESS, PERMIT2_ADDRESS
 
 from app.shipped import from_checkout, shipped
 
@@ -62,6 +65,8 @@ CONTRACTS = Path(__file__).with_name("contracts")
 TOKEN_SOURCE = CONTRACTS / "usdc_eip3009.vy"
 ESCROW_SOURCE = CONTRACTS / "batch_settlement.vy"
 ERC3009_COLLECTOR_SOURCE = CONTRACTS / "erc3009_deposit_collector.vy"
+PERMIT2_COLLECTOR_SOURCE = CONTRACTS / "permit2_deposit_collector.vy"
+PERMIT2_SOURCE = CONTRACTS / "permit2_subset.vy"
 MULTICALL3_SOURCE = CONTRACTS / "multicall3_subset.vy"
 ANVIL_NPM_PACKAGE = "@foundry-rs/anvil"
 NPM_MANIFEST = ("package.json", "package-lock.json")
@@ -283,6 +288,16 @@ def escrow_abi() -> list[dict[str, Any]]:
 def deposit_collector_abi() -> list[dict[str, Any]]:
     """ABI of the dev ERC-3009 deposit collector."""
     return _compiled(ERC3009_COLLECTOR_SOURCE)[1]
+
+
+def permit2_deposit_collector_abi() -> list[dict[str, Any]]:
+    """ABI of the dev Permit2 deposit collector."""
+    return _compiled(PERMIT2_COLLECTOR_SOURCE)[1]
+
+
+def permit2_abi() -> list[dict[str, Any]]:
+    """ABI of the dev chain's Permit2 subset."""
+    return _compiled(PERMIT2_SOURCE)[1]
 
 
 def usdc_defaults(chain_id: int) -> tuple[str, str, str]:
@@ -543,29 +558,41 @@ class DevChain:
     # -- the batch-settlement escrow -----------------------------------------------------------
 
     def install_batch_settlement(self) -> ChecksumAddress:
-        """Place the batch-settlement escrow at the scheme's deterministic address, its ERC-3009
-        deposit collector at the collector's (bound to the escrow by `initialize`), and, when
-        the chain has none, Multicall3's `tryAggregate` at Multicall3's address. Idempotent.
-        Returns the escrow's checksummed address."""
+        """Place the batch-settlement escrow at the scheme's deterministic address and its
+        ERC-3009 and Permit2 deposit collectors at theirs (each bound to the escrow by
+        `initialize`), plus Permit2's and Multicall3's subsets at their addresses when the
+        chain has no code there. Idempotent. Returns the escrow's checksummed address."""
         with self._lock:
             escrow = Web3.to_checksum_address(BATCH_SETTLEMENT_ADDRESS)
-            collector_address = Web3.to_checksum_address(ERC3009_DEPOSIT_COLLECTOR_ADDRESS)
-            multicall = Web3.to_checksum_address(MULTICALL3_ADDRESS)
+            permit2 = Web3.to_checksum_address(PERMIT2_ADDRESS)
+            for address, source in (
+                (MULTICALL3_ADDRESS, MULTICALL3_SOURCE),
+                (PERMIT2_ADDRESS, PERMIT2_SOURCE),
+            ):
+                if not bytes(self.w3.eth.get_code(Web3.to_checksum_address(address))):
+                    self._set_code(Web3.to_checksum_address(address), _compiled(source)[0])
             self._set_code(escrow, _compiled(ESCROW_SOURCE)[0])
-            runtime, abi = _compiled(ERC3009_COLLECTOR_SOURCE)
-            self._set_code(collector_address, runtime)
-            collector = self.w3.eth.contract(address=collector_address, abi=abi)
-            bound = collector.functions.x402BatchSettlement().call()
-            if int(bound, 16) == 0:
-                self._send_setup_tx(
-                    collector_address, collector.encode_abi("initialize", args=[escrow])
-                )
-            elif Web3.to_checksum_address(bound) != escrow:
-                raise DevChainError(f"collector at {collector_address} serves {bound}")
-            if not bytes(self.w3.eth.get_code(multicall)):
-                self._set_code(multicall, _compiled(MULTICALL3_SOURCE)[0])
+            self._install_collector(
+                ERC3009_DEPOSIT_COLLECTOR_ADDRESS, ERC3009_COLLECTOR_SOURCE, escrow
+            )
+            self._install_collector(
+                PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_COLLECTOR_SOURCE, escrow, permit2
+            )
             self.escrow_address = escrow
             return escrow
+
+    def _install_collector(self, address: str, source: Path, *bound_to: ChecksumAddress) -> None:
+        """A deposit collector's code, then `initialize(escrow[, permit2])` once."""
+        collector_address = Web3.to_checksum_address(address)
+        runtime, abi = _compiled(source)
+        self._set_code(collector_address, runtime)
+        collector = self.w3.eth.contract(address=collector_address, abi=abi)
+        serves = collector.functions.x402BatchSettlement().call()
+        if int(serves, 16) == 0:
+            data = collector.encode_abi("initialize", args=list(bound_to))
+            self._send_setup_tx(collector_address, data)
+        elif Web3.to_checksum_address(serves) != bound_to[0]:
+            raise DevChainError(f"collector at {collector_address} serves {serves}")
 
     def _set_code(self, address: ChecksumAddress, runtime: bytes) -> None:
         if bytes(self.w3.eth.get_code(address)) != runtime:
@@ -635,6 +662,8 @@ __all__ = [
     "anvil_binary",
     "deposit_collector_abi",
     "escrow_abi",
+    "permit2_abi",
+    "permit2_deposit_collector_abi",
     "require_dev_extra",
     "token_abi",
     "usdc_defaults",

@@ -1,9 +1,10 @@
 """`engram serve --dev-chain`: Engram taking real x402 payments on a local chain, offline.
 
 A local anvil chain (Base's chain id 8453) gets a USDC-like EIP-3009 token at the real Base USDC
-address and x402's batch-settlement escrow with its ERC-3009 deposit collector at the scheme's
-addresses, so stock x402 clients pay it unchanged; a demo wallet is funded with 100 USDC and a
-small free tier makes the 402 arrive quickly. Keys here are public test keys, for this chain only.
+address and x402's batch-settlement escrow with its ERC-3009 and Permit2 deposit collectors at
+the scheme's addresses, so stock x402 clients pay it unchanged; a demo wallet is funded with 100
+USDC and a small free tier makes the 402 arrive quickly. Keys here are public test keys, for this
+chain only.
 """
 
 from __future__ import annotations

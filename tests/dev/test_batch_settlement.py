@@ -38,18 +38,22 @@ from x402.mechanisms.evm.batch_settlement.client import (
 )
 from x402.mechanisms.evm.batch_settlement.client.voucher import sign_voucher
 from x402.mechanisms.evm.batch_settlement.constants import (
+    BATCH_PERMIT2_WITNESS_TYPES,
     BATCH_SETTLEMENT_ADDRESS,
     CLAIM_BATCH_TYPES,
     ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
     MAX_WITHDRAW_DELAY,
     MIN_WITHDRAW_DELAY,
+    PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
     RECEIVE_AUTHORIZATION_TYPES,
     REFUND_TYPES,
     VOUCHER_TYPES,
 )
 from x402.mechanisms.evm.batch_settlement.encoding import (
+    build_eip2612_permit_data,
     build_erc3009_collector_data,
     build_erc3009_deposit_nonce,
+    build_permit2_collector_data,
 )
 from x402.mechanisms.evm.batch_settlement.facilitator import BatchSettlementEvmFacilitator
 from x402.mechanisms.evm.batch_settlement.facilitator.claim import build_voucher_claim_args
@@ -66,6 +70,7 @@ from x402.mechanisms.evm.batch_settlement.utils import (
     compute_channel_id,
     get_batch_settlement_eip712_domain,
 )
+from x402.mechanisms.evm.constants import PERMIT2_ADDRESS
 from x402.mechanisms.evm.signers import EthAccountSigner, FacilitatorWeb3Signer
 from x402.schemas import (
     PaymentPayload,
@@ -79,9 +84,13 @@ from x402.schemas import (
 from app.dev.chain import (
     ERC3009_COLLECTOR_SOURCE,
     ESCROW_SOURCE,
+    PERMIT2_COLLECTOR_SOURCE,
     DevChain,
     deposit_collector_abi,
     escrow_abi,
+    permit2_abi,
+    permit2_deposit_collector_abi,
+    token_abi,
     usdc_defaults,
 )
 
@@ -128,6 +137,8 @@ SCHEME_ERRORS = {
     "ZeroRefund()",
     "OnlyX402BatchSettlement()",
     "InvalidX402BatchSettlementAddress()",
+    "InvalidPermit2Address()",
+    "Permit2612AmountMismatch()",
 }
 # Declared but out of reach on the dev chain: the dev USDC never answers `false` to a transfer,
 # and a token without code fails earlier (the escrow reads its balance before any transfer).
@@ -391,7 +402,7 @@ def test_every_named_revert_is_declared_and_tested() -> None:
     """The sources raise exactly the scheme's errors (plus the reference's helper errors), and
     the revert table below covers each one that the dev chain can reach."""
     declared = set()
-    for source in (ESCROW_SOURCE, ERC3009_COLLECTOR_SOURCE):
+    for source in (ESCROW_SOURCE, ERC3009_COLLECTOR_SOURCE, PERMIT2_COLLECTOR_SOURCE):
         for name in re.findall(r'method_id\(\s*"([A-Za-z0-9]+\([^)]*\))"', source.read_text()):
             if name[0].isupper():  # errors are CapWords; function selectors are not
                 declared.add(name)
@@ -1057,30 +1068,203 @@ def _multicall_step_without_reason(s: Setup) -> tuple[ContractFunction, str]:
     return s.escrow.functions.multicall([b"\xde\xad\xbe\xef"]), s.parties.receiver.address
 
 
+COLLECTORS = (
+    (ERC3009_DEPOSIT_COLLECTOR_ADDRESS, deposit_collector_abi),
+    (PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, permit2_deposit_collector_abi),
+)
+
+
 @reverts_with("OnlyX402BatchSettlement()")
 def _collect_called_directly(s: Setup) -> tuple[ContractFunction, str]:
-    collector = s.dev.w3.eth.contract(
-        address=ERC3009_DEPOSIT_COLLECTOR_ADDRESS, abi=deposit_collector_abi()
-    )
-    call = collector.functions.collect(
-        s.channel.payer.address, token(s.dev), PRICE, bytes.fromhex(s.channel.id[2:]), b""
-    )
-    return call, s.parties.stranger.address
+    calls = []
+    for address, abi in COLLECTORS:
+        collector = s.dev.w3.eth.contract(address=address, abi=abi())
+        calls.append(
+            collector.functions.collect(
+                s.channel.payer.address, token(s.dev), PRICE, bytes.fromhex(s.channel.id[2:]), b""
+            )
+        )
+    assert_reverts(calls[0], s.parties.stranger.address, "OnlyX402BatchSettlement()")
+    return calls[1], s.parties.stranger.address
+
+
+def _fresh_copy(s: Setup, address: str, abi: list[dict[str, Any]]) -> Contract:
+    fresh = to_checksum_address(Account.create().address)
+    runtime = s.dev.w3.eth.get_code(to_checksum_address(address))
+    s.dev.rpc("anvil_setCode", [fresh, "0x" + bytes(runtime).hex()])
+    return s.dev.w3.eth.contract(address=fresh, abi=abi)
 
 
 @reverts_with("InvalidX402BatchSettlementAddress()")
 def _collector_bound_to_nobody(s: Setup) -> tuple[ContractFunction, str]:
-    fresh = to_checksum_address(Account.create().address)
-    runtime = s.dev.w3.eth.get_code(ERC3009_DEPOSIT_COLLECTOR_ADDRESS)
-    s.dev.rpc("anvil_setCode", [fresh, "0x" + bytes(runtime).hex()])
-    collector = s.dev.w3.eth.contract(address=fresh, abi=deposit_collector_abi())
+    permit2_collector = _fresh_copy(
+        s, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, permit2_deposit_collector_abi()
+    )
+    call = permit2_collector.functions.initialize(ZERO_ADDRESS, PERMIT2_ADDRESS)
+    assert_reverts(call, s.parties.stranger.address, "InvalidX402BatchSettlementAddress()")
+    collector = _fresh_copy(s, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, deposit_collector_abi())
     return collector.functions.initialize(ZERO_ADDRESS), s.parties.stranger.address
+
+
+@reverts_with("InvalidPermit2Address()")
+def _collector_without_permit2(s: Setup) -> tuple[ContractFunction, str]:
+    collector = _fresh_copy(s, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, permit2_deposit_collector_abi())
+    call = collector.functions.initialize(BATCH_SETTLEMENT_ADDRESS, ZERO_ADDRESS)
+    return call, s.parties.stranger.address
+
+
+@reverts_with("Permit2612AmountMismatch()")
+def _eip2612_permit_for_another_amount(s: Setup) -> tuple[ContractFunction, str]:
+    permit = build_eip2612_permit_data("999", "0", 27, "0x" + "00" * 32, "0x" + "00" * 32)
+    data = build_permit2_collector_data("1", "0", "0x" + "00" * 65, permit)
+    call = s.escrow.functions.deposit(
+        s.channel.args, PRICE, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, data
+    )
+    return call, s.dev.relayer.address
 
 
 @pytest.mark.parametrize("error", sorted(REVERTS))
 def test_named_revert(setup: Setup, error: str) -> None:
     call, sender = REVERTS[error](setup)
     assert_reverts(call, sender, error)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deposits through Permit2
+# ---------------------------------------------------------------------------------------------
+
+
+def permit2_signature(
+    dev: DevChain,
+    owner: LocalAccount,
+    amount: int,
+    nonce: int,
+    deadline: int,
+    channel_id: str,
+    spender: str = PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
+) -> str:
+    """The payer's PermitWitnessTransferFrom signature, as x402's client signs it."""
+    signature = EthAccountSigner(owner).sign_typed_data(
+        {"name": "Permit2", "chainId": dev.chain_id, "verifyingContract": PERMIT2_ADDRESS},
+        BATCH_PERMIT2_WITNESS_TYPES,
+        "PermitWitnessTransferFrom",
+        {
+            "permitted": {"token": token(dev), "amount": amount},
+            "spender": spender,
+            "nonce": nonce,
+            "deadline": deadline,
+            "witness": {"channelId": bytes.fromhex(channel_id[2:])},
+        },
+    )
+    return "0x" + signature.hex()
+
+
+def test_deposit_through_permit2(
+    dev: DevChain, escrow: Contract, events: Contract, parties: Parties
+) -> None:
+    """The payer approves Permit2 once, then signs a witness transfer bound to the channel; the
+    collector pulls it straight into the escrow. The nonce is single use, the witness binds
+    the channel, and a failing EIP-2612 permit is only logged (with its revert reason)."""
+    payer = account_with_gas(dev, usdc=50_000)
+    usdc = dev.w3.eth.contract(address=token(dev), abi=token_abi())
+    transact(dev, payer, usdc.functions.approve(PERMIT2_ADDRESS, 2**256 - 1))
+    config = new_config(dev, payer, parties)
+    channel = Channel(config, compute_channel_id(config, dev.network), payer)
+    deadline = int(time.time()) + 600
+
+    signature = permit2_signature(dev, payer, DEPOSIT, 7, deadline, channel.id)
+    data = build_permit2_collector_data("7", str(deadline), signature)
+    deposit = escrow.functions.deposit(
+        channel.args, DEPOSIT, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, data
+    )
+    receipt = transact(dev, dev.relayer, deposit)
+    assert channel_state(escrow, channel) == (DEPOSIT, 0)
+    assert dev.usdc_balance(payer.address) == 50_000 - DEPOSIT
+    assert logged(events, receipt, "Deposited")[0]["newBalance"] == DEPOSIT
+    assert_reverts(deposit, dev.relayer.address, "InvalidNonce()")  # no replay
+
+    # The same signature cannot fund another channel: the witness names this one.
+    other = new_config(dev, payer, parties)
+    stolen = escrow.functions.deposit(
+        to_contract_channel_config(other),
+        DEPOSIT,
+        PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
+        build_permit2_collector_data("8", str(deadline), signature),
+    )
+    assert_reverts(stolen, dev.relayer.address, "InvalidSigner()")
+
+    # An EIP-2612 permit the dev USDC cannot honour (it has no `permit`) is logged; the
+    # Permit2 transfer then relies on the approval.
+    signature = permit2_signature(dev, payer, PRICE, 9, deadline, channel.id)
+    permit = build_eip2612_permit_data(
+        str(PRICE), str(deadline), 27, "0x" + "11" * 32, "0x" + "22" * 32
+    )
+    data = build_permit2_collector_data("9", str(deadline), signature, permit)
+    call = escrow.functions.deposit(channel.args, PRICE, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, data)
+    receipt = transact(dev, dev.relayer, call)
+    collector = dev.w3.eth.contract(
+        address=PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, abi=permit2_deposit_collector_abi()
+    )
+    (failed,) = collector.events.EIP2612PermitFailedWithReason().process_receipt(
+        receipt, errors=DISCARD
+    )
+    assert failed["args"]["owner"] == payer.address
+    assert failed["args"]["reason"] == "unknown function"  # the dev USDC's fallback
+    assert channel_state(escrow, channel) == (DEPOSIT + PRICE, 0)
+
+
+def test_permit2_refusals(dev: DevChain, parties: Parties) -> None:
+    """Permit2's own checks, called directly by a spender: deadline, amount, nonce, signer and
+    signature shape (65 bytes, or 64 in EIP-2098's compact form), each with Permit2's error."""
+    owner = account_with_gas(dev, usdc=10_000)
+    usdc = dev.w3.eth.contract(address=token(dev), abi=token_abi())
+    transact(dev, owner, usdc.functions.approve(PERMIT2_ADDRESS, 2**256 - 1))
+    permit2 = dev.w3.eth.contract(address=PERMIT2_ADDRESS, abi=permit2_abi())
+    spender = parties.stranger
+    channel_id = "0x" + secrets.token_hex(32)
+    witness = keccak(
+        keccak(text="DepositWitness(bytes32 channelId)") + bytes.fromhex(channel_id[2:])
+    )
+    witness_type = (
+        "DepositWitness witness)DepositWitness(bytes32 channelId)"
+        "TokenPermissions(address token,uint256 amount)"
+    )
+
+    def transfer(nonce: int, deadline: int, signature: str, requested: int = PRICE) -> Any:
+        return permit2.functions.permitWitnessTransferFrom(
+            ((token(dev), PRICE), nonce, deadline),
+            (spender.address, requested),
+            owner.address,
+            witness,
+            witness_type,
+            bytes.fromhex(signature[2:]),
+        )
+
+    deadline = int(time.time()) + 600
+    good = permit2_signature(dev, owner, PRICE, 1, deadline, channel_id, spender.address)
+    expired = permit2_signature(dev, owner, PRICE, 1, 1, channel_id, spender.address)
+    assert_reverts(transfer(1, 1, expired), spender.address, "SignatureExpired(uint256)")
+    assert_reverts(
+        transfer(1, deadline, good, PRICE + 1), spender.address, "InvalidAmount(uint256)"
+    )
+    assert_reverts(transfer(1, deadline, good[:-4]), spender.address, "InvalidSignatureLength()")
+    zeroed = "0x" + "00" * 64 + "1b"
+    assert_reverts(transfer(1, deadline, zeroed), spender.address, "InvalidSignature()")
+    stranger_signed = permit2_signature(
+        dev, spender, PRICE, 1, deadline, channel_id, spender.address
+    )
+    assert_reverts(transfer(1, deadline, stranger_signed), spender.address, "InvalidSigner()")
+    # Another spender cannot use a signature naming this one.
+    assert_reverts(transfer(1, deadline, good), parties.receiver.address, "InvalidSigner()")
+
+    # The EIP-2098 compact form (64 bytes: r, then s with v's parity in the top bit) works.
+    raw = bytes.fromhex(good[2:])
+    vs = int.from_bytes(raw[32:64], "big") | ((raw[64] - 27) << 255)
+    compact = "0x" + raw[:32].hex() + vs.to_bytes(32, "big").hex()
+    transact(dev, spender, transfer(1, deadline, compact))
+    assert dev.usdc_balance(spender.address) == PRICE
+    assert_reverts(transfer(1, deadline, good), spender.address, "InvalidNonce()")
+    assert permit2.functions.nonceBitmap(owner.address, 0).call() == 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1223,3 +1407,58 @@ def test_stock_x402_client_and_facilitator(
     # One deposit, one claim, one settle, one claim + refund: a block each on automine.
     assert dev.w3.eth.block_number == first_block + 4
     assert dev.eth_balance(payer.address) == 0
+
+
+def test_stock_x402_client_and_facilitator_deposit_through_permit2(
+    dev: DevChain, escrow: Contract, parties: Parties
+) -> None:
+    """The same stock pair with `assetTransferMethod: permit2`: the facilitator checks the
+    payer's Permit2 allowance and signature, then deposits through the Permit2 collector."""
+    _, name, version = usdc_defaults(dev.chain_id)
+    requirements = PaymentRequirements(
+        scheme="batch-settlement",
+        network=dev.network,
+        asset=token(dev),
+        amount=str(PRICE),
+        pay_to=parties.receiver.address,
+        max_timeout_seconds=300,
+        extra={
+            "name": name,
+            "version": version,
+            "receiverAuthorizer": parties.authorizer.address,
+            "withdrawDelay": MIN_WITHDRAW_DELAY,
+            "assetTransferMethod": "permit2",
+        },
+    )
+    offer = PaymentRequired(
+        accepts=[requirements], resource=ResourceInfo(url="http://engram.test/v1/recall")
+    )
+    payer = account_with_gas(dev, usdc=1_000_000)
+    client = x402ClientSync().register(
+        dev.network, BatchSettlementEvmScheme(EthAccountSigner(payer))
+    )
+    facilitator = x402FacilitatorSync().register(
+        [dev.network],
+        BatchSettlementEvmFacilitator(
+            FacilitatorWeb3Signer(private_key=dev.relayer.key.hex(), rpc_url=dev.rpc_url),
+            authorizer_signer=LocalAuthorizerSigner(parties.authorizer),
+        ),
+    )
+    opening = client.create_payment_payload(offer)
+    assert isinstance(opening, PaymentPayload)
+    assert "permit2Authorization" in opening.payload["deposit"]["authorization"]
+
+    refused = facilitator.verify(opening, requirements)
+    assert not refused.is_valid
+    assert refused.invalid_reason == "invalid_batch_settlement_evm_permit2_allowance_required"
+
+    usdc = dev.w3.eth.contract(address=token(dev), abi=token_abi())
+    transact(dev, payer, usdc.functions.approve(PERMIT2_ADDRESS, 2**256 - 1))
+    verified = facilitator.verify(opening, requirements)
+    assert verified.is_valid, verified
+    settled = facilitator.settle(opening, requirements)
+    assert settled.success, settled
+    deposit = int(opening.payload["deposit"]["amount"])
+    channel_id = opening.payload["voucher"]["channelId"]
+    assert escrow.functions.channels(channel_id).call() == [deposit, 0]
+    assert dev.usdc_balance(payer.address) == 1_000_000 - deposit
