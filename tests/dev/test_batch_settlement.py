@@ -1272,16 +1272,11 @@ def test_permit2_refusals(dev: DevChain, parties: Parties) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_stock_x402_client_and_facilitator(
-    dev: DevChain, escrow: Contract, parties: Parties
-) -> None:
-    """x402's client scheme opens a channel (deposit + voucher) and pays three more calls with
-    vouchers; x402's facilitator scheme, self-settling through the dev relayer, verifies and
-    settles the deposit, verifies each voucher against the chain, claims them with the
-    receiver authorizer's batch signature, settles to the receiver, then refunds the rest in
-    one claim + refund multicall. Four transactions for four paid calls and the close."""
+def batch_requirements(dev: DevChain, parties: Parties, **extra: str) -> PaymentRequirements:
+    """What a server's 402 offers for batch-settlement on the dev chain: the dev USDC at the
+    price, paid to the receiver, with its authorizer and the shortest withdraw delay."""
     _, name, version = usdc_defaults(dev.chain_id)
-    requirements = PaymentRequirements(
+    return PaymentRequirements(
         scheme="batch-settlement",
         network=dev.network,
         asset=token(dev),
@@ -1293,8 +1288,20 @@ def test_stock_x402_client_and_facilitator(
             "version": version,
             "receiverAuthorizer": parties.authorizer.address,
             "withdrawDelay": MIN_WITHDRAW_DELAY,
+            **extra,
         },
     )
+
+
+def test_stock_x402_client_and_facilitator(
+    dev: DevChain, escrow: Contract, parties: Parties
+) -> None:
+    """x402's client scheme opens a channel (deposit + voucher) and pays three more calls with
+    vouchers; x402's facilitator scheme, self-settling through the dev relayer, verifies and
+    settles the deposit, verifies each voucher against the chain, claims them with the
+    receiver authorizer's batch signature, settles to the receiver, then refunds the rest in
+    one claim + refund multicall. Four transactions for four paid calls and the close."""
+    requirements = batch_requirements(dev, parties)
     offer = PaymentRequired(
         accepts=[requirements], resource=ResourceInfo(url="http://engram.test/v1/recall")
     )
@@ -1414,22 +1421,7 @@ def test_stock_x402_client_and_facilitator_deposit_through_permit2(
 ) -> None:
     """The same stock pair with `assetTransferMethod: permit2`: the facilitator checks the
     payer's Permit2 allowance and signature, then deposits through the Permit2 collector."""
-    _, name, version = usdc_defaults(dev.chain_id)
-    requirements = PaymentRequirements(
-        scheme="batch-settlement",
-        network=dev.network,
-        asset=token(dev),
-        amount=str(PRICE),
-        pay_to=parties.receiver.address,
-        max_timeout_seconds=300,
-        extra={
-            "name": name,
-            "version": version,
-            "receiverAuthorizer": parties.authorizer.address,
-            "withdrawDelay": MIN_WITHDRAW_DELAY,
-            "assetTransferMethod": "permit2",
-        },
-    )
+    requirements = batch_requirements(dev, parties, assetTransferMethod="permit2")
     offer = PaymentRequired(
         accepts=[requirements], resource=ResourceInfo(url="http://engram.test/v1/recall")
     )
