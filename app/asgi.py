@@ -58,6 +58,7 @@ from app.mcp.http import McpEndpoint
 from app.memory.controller import MemoryController
 from app.memory.service import MemoryService, Rerank
 from app.payments.capture import capture_paid_response, mark_paid_call
+from app.payments.channels import build_channels
 from app.payments.controller import PaymentsController
 from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
@@ -148,6 +149,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         if settings.database.redis_url
         else PostgresGuard(),
         max_timeout_seconds=settings.x402.max_timeout_seconds,
+        channels=build_channels(settings.x402, network.caip2),
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
     console_sessions = ConsoleSessions(auth.console_session_ttl_seconds)

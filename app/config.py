@@ -98,6 +98,19 @@ def proxy_list(name: str, raw: str) -> tuple[str, ...]:
     return entries
 
 
+# x402 schemes Engram can take: `exact` always; `batch-settlement` (payment channels) on request
+X402_SCHEMES = ("exact", "batch-settlement")
+
+
+def x402_schemes(name: str, raw: str) -> str:
+    """Comma-separated x402 schemes, `exact` among them; kept as written, blanks dropped."""
+    schemes = comma_list(name, raw)
+    unknown = [s for s in schemes if s not in X402_SCHEMES]
+    if unknown or "exact" not in schemes:
+        raise SystemExit(f"{name} must list exact, and may add batch-settlement; got {raw!r}")
+    return ",".join(schemes)
+
+
 def usd_amount(name: str, raw: str) -> Decimal:
     try:
         value = Decimal(raw)
@@ -323,6 +336,10 @@ class X402Settings(SettingsGroup):
     rpc_url: str | None = env("ENGRAM_X402_RPC_URL", None, text)
     relayer_key: str | None = env("ENGRAM_X402_RELAYER_KEY", None, text, secret=True)
     max_timeout_seconds: int = env("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300, integer)
+    # `exact,batch-settlement` also offers x402 payment channels (app/payments/channels.py): a
+    # deposit settled once, then vouchers with no on-chain step. Needs rpc_url + relayer_key.
+    # Not for production yet: nothing claims the vouchers (issue 36, point 3).
+    schemes: str = env("ENGRAM_X402_SCHEMES", "exact", x402_schemes)
     # A pending payment untouched this long has no settlement in flight: the reconciler asks
     # the chain (over rpc_url) whether it settled (app/payments/reconcile.py).
     reconcile_after_seconds: int = env("ENGRAM_X402_RECONCILE_AFTER_SECONDS", 120, integer)
@@ -331,6 +348,12 @@ class X402Settings(SettingsGroup):
     asset_name: str | None = env("ENGRAM_X402_ASSET_NAME", None, text)
     asset_version: str | None = env("ENGRAM_X402_ASSET_VERSION", None, text)
     asset_decimals: int | None = env("ENGRAM_X402_ASSET_DECIMALS", None, integer_or_none)
+
+    @property
+    def channels(self) -> bool:
+        """Payment channels (x402 batch-settlement) are offered beside `exact`."""
+        return "batch-settlement" in self.schemes.split(",")
+
     # USD per kind of paid call (app/payments/prices.py), each ENGRAM_PRICE_<KIND>
     prices_usd: dict[str, Decimal] = env_family(  # noqa: RUF009
         "ENGRAM_PRICE_", DEFAULT_PRICES_USD, usd_amount

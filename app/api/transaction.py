@@ -65,8 +65,10 @@ def relax_commit(request: AnyRequest) -> None:
     state_of(request.scope)["relaxed_commit"] = True
 
 
-def commit_may_be_relaxed(asked: bool, charge_kind: Literal["none", "free_call", "x402"]) -> bool:
-    return asked and charge_kind != "x402"
+def commit_may_be_relaxed(
+    asked: bool, charge_kind: Literal["none", "free_call", "x402", "channel"]
+) -> bool:
+    return asked and charge_kind not in ("x402", "channel")
 
 
 async def rollback_unless_lost(conn: asyncpg.Connection, tx: Transaction) -> None:

@@ -1,6 +1,6 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011, 0013, 0014 and 0015 apply when the `citus` extension is installed, and that the tests hold
-the schema and every repository statement to (tests/db/test_distribution.py,
+0011, 0013, 0014, 0015 and 0016 apply when the `citus` extension is installed, and that the tests
+hold the schema and every repository statement to (tests/db/test_distribution.py,
 tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
@@ -18,6 +18,8 @@ BY_WALLET: dict[str, str] = {
     "memory_relations": "user_id",
     "payments": "wallet",
     "usage_daily": "wallet",
+    "payment_channels": "wallet",  # the payer's (migration 0016)
+    "channel_vouchers": "wallet",
 }
 
 # Distributed by another column, alone: sign-in nonces, looked up by the nonce only; the

@@ -30,9 +30,11 @@ from litestar import Litestar, Request
 from app.api.headers import request_id_of
 from app.api.state import state_of
 from app.auth.free_tier import FreeTier
+from app.payments.channels import ChannelCharge
 from app.payments.discovery import Discovery, declarations
+from app.payments.offers import Offer
 from app.payments.prices import price_of
-from app.payments.proofs import carries_proof
+from app.payments.proofs import ChannelProof, carries_proof
 from app.payments.service import PaidCall, X402Charge, X402Service
 from app.usage.service import UsageService, endpoint_label
 
@@ -67,8 +69,19 @@ class X402Payment:
     kind: Literal["x402"] = "x402"
 
 
+@dataclass(frozen=True)
+class ChannelPayment:
+    """A paid route, paid on an x402 payment channel (a deposit or a voucher)."""
+
+    wallet: str
+    price: Decimal
+    payment: ChannelCharge
+    call: PaidCall = field(repr=False)
+    kind: Literal["channel"] = "channel"
+
+
 # How one request is paid; `kind` lets a checker narrow it.
-Charge = NoCharge | FreeCall | X402Payment
+Charge = NoCharge | FreeCall | X402Payment | ChannelPayment
 NO_CHARGE = NoCharge()
 
 
@@ -165,6 +178,9 @@ class Gate:
         call = paid_call(request)
         if carries_proof(call.headers):  # the offer it is checked against declares the route
             call = replace(call, discovery=await self.discovery(request))
+            on_channel = self.x402.channel_proof_of(call, price)
+            if on_channel is not None:
+                return await self._pay_on_channel(request, conn, wallet, price, call, on_channel)
         proof = self.x402.proof_of(call, price)
         if proof is not None:
             offer, checked = proof
@@ -184,9 +200,25 @@ class Gate:
             return FreeCall(wallet=wallet, price=price)
         await self._require_payment(request, price, "Free tier used up")
 
+    async def _pay_on_channel(
+        self, request: AnyRequest, conn: asyncpg.Connection, wallet: str | None, price: Decimal,
+        call: PaidCall, on_channel: tuple[Offer, ChannelProof],
+    ) -> ChannelPayment:  # fmt: skip
+        offer, proof = on_channel
+        owner = wallet or proof.payer
+        payment = await self.x402.accept_channel(conn, call, offer, proof, await request.body())
+        request.scope["user"] = owner
+        await self._note_remaining(request, conn, owner)
+        return ChannelPayment(wallet=owner, price=price, payment=payment, call=call)
+
     async def settle(self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge) -> None:
         state = state_of(request.scope)
-        if isinstance(charge, X402Payment):
+        if isinstance(charge, ChannelPayment):
+            state["paid_response_headers"] = await self.x402.settle_channel(
+                conn, charge.call, charge.payment, state.get("captured_response")
+            )
+            await self.usage.count_call(conn, charge.wallet, _endpoint(request), paid=True)
+        elif isinstance(charge, X402Payment):
             settled = await self.x402.settle(
                 _ledger(request), charge.call, charge.payment, charge.wallet
             )

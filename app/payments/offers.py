@@ -1,11 +1,13 @@
 """Engram's own payment offers and the 402 challenge that carries them.
 
 One offer per paid call: scheme `exact`, USDC on the configured network, the handler's price,
-Engram's payTo. The challenge is readable by every kind of client at once (docs/api-contract.md,
-"Payments (x402)"): the v2 `PAYMENT-REQUIRED` header, the v1 JSON body (`x402Version`,
-`accepts`), and the contract's `{"error": {...}}` object (never the v1 string, which crashes
-MemoClaw's SDK). Each declares the route for x402's bazaar (discovery.py): the v2 challenge in
-its `extensions` and `resource`, the v1 one in its requirement's `outputSchema`.
+Engram's payTo; with payment channels on (ENGRAM_X402_SCHEMES), the v2 challenge also lists a
+`batch-settlement` entry, made by x402's own server scheme (channels.py). The challenge is
+readable by every kind of client at once (docs/api-contract.md, "Payments (x402)"): the v2
+`PAYMENT-REQUIRED` header, the v1 JSON body (`x402Version`, `accepts`), and the contract's
+`{"error": {...}}` object (never the v1 string, which crashes MemoClaw's SDK). Each declares the
+route for x402's bazaar (discovery.py): the v2 challenge in its `extensions` and `resource`, the
+v1 one in its requirement's `outputSchema`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from x402.extensions.payment_identifier import (
     declare_payment_identifier_extension,
 )
 from x402.http.utils import encode_payment_required_header
-from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
+from x402.mechanisms.evm.batch_settlement.constants import SCHEME_BATCH_SETTLEMENT
+from x402.mechanisms.evm.batch_settlement.server import BatchSettlementEvmScheme
+from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo, SupportedKind
 from x402.schemas.v1 import PaymentRequirementsV1
 
 from app.kit.errors import error_body
@@ -28,6 +32,11 @@ from app.payments.discovery import Discovery
 from app.payments.network import Network
 
 SCHEME = "exact"
+CHANNEL_SCHEME = SCHEME_BATCH_SETTLEMENT  # x402 payment channels (app/payments/channels.py)
+# A channel's smallest deposit, in calls of the route's price (x402's `extra.minDeposit`, which
+# stock clients deposit): x402's default is 10, one on-chain deposit per 10 calls; issue 36's
+# target is at most one transaction per 100 paid calls. At $0.005 a call that is $0.50.
+CHANNEL_MIN_DEPOSIT_CALLS = 100
 PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED"
 
 
@@ -40,6 +49,8 @@ class Offer:
     resource_url: str
     description: str
     discovery: Discovery | None = None  # the route's bazaar declaration, made once
+    # x402's server scheme for payment channels, when they are offered (ENGRAM_X402_SCHEMES)
+    channels: BatchSettlementEvmScheme | None = None
 
     @property
     def amount(self) -> int:
@@ -59,6 +70,23 @@ class Offer:
             max_timeout_seconds=self.max_timeout_seconds,
             extra=self._extra(),
         )
+
+    def channel_requirements(self) -> PaymentRequirements | None:
+        """The batch-settlement offer beside `exact` (None when channels are off): x402's own
+        server scheme adds receiverAuthorizer, withdrawDelay and minDeposit."""
+        if self.channels is None:
+            return None
+        requirements = self.requirements().model_copy(
+            update={
+                "scheme": CHANNEL_SCHEME,
+                "extra": {
+                    **self._extra(),
+                    "minDeposit": str(self.amount * CHANNEL_MIN_DEPOSIT_CALLS),
+                },
+            }
+        )
+        kind = SupportedKind(x402_version=2, scheme=CHANNEL_SCHEME, network=self.network.caip2)
+        return self.channels.enhance_payment_requirements(requirements, kind, [])
 
     def requirements_v1(self) -> PaymentRequirementsV1:
         return PaymentRequirementsV1(
@@ -110,7 +138,7 @@ def payment_required_header(offer: Offer, error: str) -> str:
     payment_required = PaymentRequired(
         error=error,
         resource=offer.resource(),
-        accepts=[offer.requirements()],
+        accepts=[offer.requirements(), *filter(None, [offer.channel_requirements()])],
         extensions={
             # idempotency keys are honoured (app/payments/service.py `_check_ledger`), not required
             PAYMENT_IDENTIFIER: declare_payment_identifier_extension(),

@@ -15,10 +15,17 @@ from typing import Any
 
 from pydantic import ValidationError
 from x402.extensions.payment_identifier import PAYMENT_IDENTIFIER, validate_payment_identifier
-from x402.schemas import PaymentPayload
+from x402.mechanisms.evm.batch_settlement.errors import ERR_VOUCHER_PAYLOAD
+from x402.mechanisms.evm.batch_settlement.types import (
+    ChannelConfig,
+    is_deposit_payload,
+    is_voucher_payload,
+)
+from x402.mechanisms.evm.batch_settlement.utils import is_canonical_channel_id
+from x402.schemas import PaymentPayload, PaymentRequirements
 
 from app.kit.json_input import UnreadableJson, decode_base64_json
-from app.payments.offers import SCHEME, Offer
+from app.payments.offers import CHANNEL_SCHEME, SCHEME, Offer
 
 V2_HEADER = "payment-signature"
 V1_HEADER = "x-payment"
@@ -61,6 +68,23 @@ class Proof:
     claimed_scheme: str
     claimed_network: str
     payment_id: str | None = None  # x402's payment-identifier extension: an idempotency key
+
+
+@dataclass(frozen=True)
+class ChannelProof:
+    """A payment on an x402 channel (batch-settlement): a deposit opening or topping it up, or
+    a voucher for the channel's new cumulative total."""
+
+    kind: str  # "deposit" | "voucher"
+    header: str
+    payload: PaymentPayload  # v2 form, `accepted` set to Engram's own channel requirements
+    config: ChannelConfig
+    channel_id: str  # 0x + 64 hex, lower-cased
+    payer: str  # lower-cased
+    cumulative: int  # the voucher's maxClaimableAmount
+    signature: str
+    claimed_network: str
+    payment_id: str | None = None
 
 
 def _decode_json(raw: str) -> dict[str, Any]:
@@ -131,6 +155,62 @@ def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
         raise PaymentRejected("invalid_payload", "The proof's payload is malformed") from exc
     payment_id = _payment_id(data.get("extensions"))
     return Proof(version, header, payload, _authorization(inner), scheme, network, payment_id)
+
+
+def read_channel_proof(
+    headers: Mapping[str, str], offer: Offer, requirements: PaymentRequirements
+) -> ChannelProof | None:
+    """The request's proof when it pays on a channel (a v2 proof whose `accepted.scheme` is
+    batch-settlement); None for any other proof, which the `exact` path reads. Its shape is
+    checked with x402's own payload discriminators."""
+    raw = headers.get(V2_HEADER)
+    if not raw:
+        return None
+    data = _decode_json(raw)
+    accepted = data.get("accepted")
+    if not isinstance(accepted, dict) or accepted.get("scheme") != CHANNEL_SCHEME:
+        return None
+    if data.get("x402Version") != 2:
+        raise PaymentRejected("invalid_x402_version", "Payment channels are x402 v2 only")
+    inner = data.get("payload")
+    if not isinstance(inner, dict) or not (is_deposit_payload(inner) or is_voucher_payload(inner)):
+        raise PaymentRejected(
+            ERR_VOUCHER_PAYLOAD, "The channel payment is neither a deposit nor a voucher"
+        )
+    try:
+        config = ChannelConfig.from_dict(inner["channelConfig"])
+        voucher = inner["voucher"]
+        channel_id, cumulative = str(voucher["channelId"]), int(voucher["maxClaimableAmount"])
+        signature, payer = str(voucher["signature"]), str(config.payer)
+        payload = PaymentPayload(
+            payload=inner,
+            accepted=requirements,
+            resource=offer.resource(),
+            extensions=offer.discovery_extensions() or None,
+        )
+    except (KeyError, TypeError, ValueError, OverflowError, ValidationError) as exc:
+        raise PaymentRejected(ERR_VOUCHER_PAYLOAD, "The channel payment is malformed") from exc
+    fields = (config.payer, config.payer_authorizer, config.receiver, config.receiver_authorizer,
+              config.token)  # fmt: skip
+    if not (
+        is_canonical_channel_id(channel_id)
+        and all(isinstance(f, str) and ADDRESS_RE.match(f) for f in fields)
+        and isinstance(config.salt, str) and NONCE_RE.match(config.salt)
+        and 0 < cumulative < 2**256
+    ):  # fmt: skip
+        raise PaymentRejected(ERR_VOUCHER_PAYLOAD, "Malformed channel, address or amount")
+    return ChannelProof(
+        kind="deposit" if is_deposit_payload(inner) else "voucher",
+        header=V2_HEADER,
+        payload=payload,
+        config=config,
+        channel_id=channel_id.lower(),
+        payer=payer.lower(),
+        cumulative=cumulative,
+        signature=signature,
+        claimed_network=str(accepted.get("network", "")),
+        payment_id=_payment_id(data.get("extensions")),
+    )
 
 
 def _payment_id(extensions: Any) -> str | None:

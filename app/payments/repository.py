@@ -1,4 +1,6 @@
-"""SQL for the payments ledger."""
+"""SQL for the payments ledger, and for payment channels (x402 batch-settlement): the channel
+row, locked per voucher, and the vouchers accepted on it. Every channel statement names the
+payer's wallet first (migration 0016): one shard on Citus."""
 
 from __future__ import annotations
 
@@ -145,3 +147,143 @@ async def try_lock(conn: asyncpg.Connection, key: str) -> bool:
     return bool(
         await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", key)
     )
+
+
+# ---- payment channels (batch-settlement) ----------------------------------------------------
+@dataclass(frozen=True)
+class OpenedChannel:
+    """A channel as its deposit settled it on chain."""
+
+    wallet: str  # the payer, lower-cased
+    channel_id: str  # 0x + 64 hex, lower-cased
+    network: str
+    asset: str
+    receiver: str
+    receiver_authorizer: str
+    payer_authorizer: str
+    withdraw_delay: int
+    salt: str
+    balance: int
+    total_claimed: int
+    charged: int
+    signed_max_claimable: int
+    signature: str
+    withdraw_requested_at: int
+    refund_nonce: int
+    deposit_tx: str | None
+
+
+@dataclass(frozen=True)
+class AcceptedVoucher:
+    """A voucher accepted for one call, written with the call's work."""
+
+    wallet: str
+    channel_id: str
+    cumulative: int  # what the voucher signs for
+    charged_after: int  # the channel's charged total with this call
+    amount: int
+    signature: str
+    endpoint: str
+    request_id: str
+    request_fingerprint: bytes
+    payment_identifier: str | None
+    response_status: int | None  # the answer it paid for, kept for an idempotent replay
+    response_body: bytes | None
+
+
+async def lock_channel_key(conn: asyncpg.Connection, wallet: str, channel_id: str) -> None:
+    """Deposits on one channel take turns, even before its row exists (a transaction-scoped
+    advisory lock, released by the request's commit or rollback)."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"channel:{wallet}:{channel_id}"
+    )
+
+
+async def lock_channel(
+    conn: asyncpg.Connection, wallet: str, channel_id: str
+) -> asyncpg.Record | None:
+    """The channel row, locked until the request's transaction ends: vouchers on one channel, from
+    any instance, take turns here."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        "SELECT * FROM payment_channels WHERE wallet = $1 AND channel_id = $2 FOR UPDATE",
+        wallet, channel_id,
+    )  # fmt: skip
+    return row
+
+
+async def open_or_top_up(conn: asyncpg.Connection, c: OpenedChannel) -> None:
+    """Record a deposit's channel (a new one, or a top-up of a known one): its on-chain state as
+    the facilitator reported it, and the deposit's own voucher as the charged total."""
+    await conn.execute(
+        """INSERT INTO payment_channels (wallet, channel_id, network, asset, receiver,
+               receiver_authorizer, payer_authorizer, withdraw_delay, salt, balance,
+               total_claimed, charged, signed_max_claimable, signature, withdraw_requested_at,
+               refund_nonce, deposit_tx)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+           ON CONFLICT (wallet, channel_id) DO UPDATE SET
+               balance = excluded.balance, total_claimed = excluded.total_claimed,
+               charged = excluded.charged, signed_max_claimable = excluded.signed_max_claimable,
+               signature = excluded.signature,
+               withdraw_requested_at = excluded.withdraw_requested_at,
+               refund_nonce = excluded.refund_nonce, deposit_tx = excluded.deposit_tx,
+               updated_at = excluded.updated_at
+           WHERE payment_channels.wallet = $1""",
+        c.wallet, c.channel_id, c.network, c.asset.lower(), c.receiver.lower(),
+        c.receiver_authorizer.lower(), c.payer_authorizer.lower(), c.withdraw_delay, c.salt,
+        c.balance, c.total_claimed, c.charged, c.signed_max_claimable, c.signature,
+        c.withdraw_requested_at, c.refund_nonce, c.deposit_tx,
+    )  # fmt: skip
+
+
+async def find_voucher(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, cumulative: int
+) -> asyncpg.Record | None:
+    row: asyncpg.Record | None = await conn.fetchrow(
+        """SELECT * FROM channel_vouchers
+           WHERE wallet = $1 AND channel_id = $2 AND cumulative = $3""",
+        wallet, channel_id, cumulative,
+    )  # fmt: skip
+    return row
+
+
+async def find_voucher_by_identifier(
+    conn: asyncpg.Connection, wallet: str, payment_identifier: str
+) -> asyncpg.Record | None:
+    row: asyncpg.Record | None = await conn.fetchrow(
+        "SELECT * FROM channel_vouchers WHERE wallet = $1 AND payment_identifier = $2",
+        wallet, payment_identifier,
+    )  # fmt: skip
+    return row
+
+
+async def charge_voucher(conn: asyncpg.Connection, v: AcceptedVoucher) -> None:
+    """The voucher and the channel's new charged total, in the request's transaction (the row
+    is locked by `lock_channel`): they commit with the work, and a rollback drops both."""
+    await conn.execute(
+        """INSERT INTO channel_vouchers (wallet, channel_id, cumulative, charged_after, amount,
+               signature, endpoint, request_id, request_fingerprint, payment_identifier,
+               response_status, response_body)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)""",
+        v.wallet, v.channel_id, v.cumulative, v.charged_after, v.amount, v.signature, v.endpoint,
+        v.request_id, v.request_fingerprint, v.payment_identifier, v.response_status,
+        v.response_body,
+    )  # fmt: skip
+    await conn.execute(
+        """UPDATE payment_channels
+           SET charged = $3, updated_at = now(),
+               signature = CASE WHEN $4 > signed_max_claimable THEN $5 ELSE signature END,
+               signed_max_claimable = greatest(signed_max_claimable, $4)
+           WHERE wallet = $1 AND channel_id = $2""",
+        v.wallet, v.channel_id, v.charged_after, v.cumulative, v.signature,
+    )  # fmt: skip
+
+
+async def vouchers_of(
+    conn: asyncpg.Connection, wallet: str, channel_id: str
+) -> list[asyncpg.Record]:
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT cumulative, charged_after, amount, endpoint, created_at FROM channel_vouchers
+           WHERE wallet = $1 AND channel_id = $2 ORDER BY cumulative""",
+        wallet, channel_id,
+    )  # fmt: skip
+    return rows

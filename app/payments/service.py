@@ -30,11 +30,19 @@ from x402.schemas import SettleResponse
 
 from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
 from app.payments import repository
+from app.payments.channels import ChannelCharge, Channels
 from app.payments.discovery import Discovery
 from app.payments.facilitators import Facilitator
 from app.payments.network import Network
 from app.payments.offers import Offer, challenge
-from app.payments.proofs import PaymentRejected, Proof, check_against_offer, read_proof
+from app.payments.proofs import (
+    ChannelProof,
+    PaymentRejected,
+    Proof,
+    check_against_offer,
+    read_channel_proof,
+    read_proof,
+)
 from app.shared import metrics
 from app.shared.store import SharedStore, StoreUnavailable
 
@@ -226,12 +234,14 @@ class X402Service:
         facilitator: Facilitator | None,
         guard: InFlightGuard,
         max_timeout_seconds: int,
+        channels: Channels | None = None,
     ) -> None:
         self.network = network
         self.pay_to = pay_to
         self.facilitator = facilitator
         self.guard = guard
         self.max_timeout_seconds = max_timeout_seconds
+        self.channels = channels  # x402 payment channels, offered beside `exact` when set
 
     @property
     def enabled(self) -> bool:
@@ -246,6 +256,7 @@ class X402Service:
             resource_url=call.url,
             description=call.discovery.description if call.discovery else f"Engram {call.endpoint}",
             discovery=call.discovery,
+            channels=self.channels.scheme if self.channels else None,
         )
 
     def require_payment(
@@ -279,6 +290,50 @@ class X402Service:
         except PaymentRejected as rejected:
             self.require_payment(call, price, rejected.message, rejected.reason)
         return offer, proof
+
+    # ---- payment channels (channels.py): a deposit settles on chain, a voucher does not ----
+
+    def channel_proof_of(self, call: PaidCall, price: Decimal) -> tuple[Offer, ChannelProof] | None:
+        """The call's proof when it pays on a channel; None when channels are off or the proof
+        is for `exact` (proof_of reads it)."""
+        if not (self.enabled and self.channels):
+            return None
+        offer = self.offer(call, price)
+        requirements = offer.channel_requirements()
+        assert requirements is not None
+        try:
+            proof = read_channel_proof(call.headers, offer, requirements)
+        except PaymentRejected as rejected:
+            self.require_payment(call, price, rejected.message, rejected.reason)
+        return None if proof is None else (offer, proof)
+
+    async def accept_channel(
+        self, conn: asyncpg.Connection, call: PaidCall, offer: Offer, proof: ChannelProof,
+        body: bytes,
+    ) -> ChannelCharge:  # fmt: skip
+        """A channel payment checked, its channel row locked for the request's transaction."""
+        assert self.channels is not None
+        fingerprint = request_fingerprint(call.method, call.path, call.query, body)
+        try:
+            return await self.channels.accept(conn, offer, proof, fingerprint)
+        except PaymentRejected as rejected:
+            self.require_payment(call, offer.price_usd, rejected.message, rejected.reason)
+
+    async def settle_channel(
+        self, conn: asyncpg.Connection, call: PaidCall, charge: ChannelCharge,
+        response: CapturedResponse | None,
+    ) -> dict[str, str]:  # fmt: skip
+        """Settle a deposit on chain, then write the voucher in the request's transaction; the
+        receipt header the answer carries."""
+        assert self.channels is not None
+        try:
+            receipt = await self.channels.settle(
+                conn, charge, call.endpoint, call.request_id,
+                (response.status, response.body) if response else None,
+            )  # fmt: skip
+        except PaymentRejected as rejected:
+            self.require_payment(call, charge.offer.price_usd, rejected.message, rejected.reason)
+        return {PAYMENT_RESPONSE_HEADER[2]: encode_payment_response_header(receipt)}
 
     async def accept(
         self,

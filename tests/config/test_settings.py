@@ -28,6 +28,7 @@ from app.config import (
     proxy_list,
     text,
     usd_amount,
+    x402_schemes,
 )
 from tests.support.settings import READ_ELSEWHERE, declared
 
@@ -75,6 +76,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     log_format: ("text", "text"),
     import_duty_percent: ("7", 7),
     proxy_list: ("127.0.0.1, 10.0.0.0/8", ("127.0.0.1", "10.0.0.0/8")),
+    x402_schemes: ("exact, batch-settlement", "exact,batch-settlement"),
 }
 
 
@@ -130,6 +132,11 @@ def test_parsing_is_unchanged() -> None:
         "::1", "fd00::/8")  # fmt: skip
     with pytest.raises(SystemExit, match=r"^ENGRAM_TRUSTED_PROXIES lists 'proxy.local': an IP"):
         read({"ENGRAM_TRUSTED_PROXIES": "10.0.0.1, proxy.local"})
+    assert read({}).x402.channels is False  # payment channels are off unless asked for
+    assert read({"ENGRAM_X402_SCHEMES": "exact,batch-settlement"}).x402.channels is True
+    for wrong in ("batch-settlement", "exact,upto"):
+        with pytest.raises(SystemExit, match=r"^ENGRAM_X402_SCHEMES must list exact"):
+            read({"ENGRAM_X402_SCHEMES": wrong})
 
 
 def test_the_embedder_group_knows_its_dimension() -> None:

@@ -1,0 +1,313 @@
+"""x402 payment channels (batch-settlement, ENGRAM_X402_SCHEMES=exact,batch-settlement) on the dev
+chain: x402's own client deposits once, then pays with vouchers that touch no chain; each voucher
+Engram refuses is refused with its own reason and changes nothing; vouchers on one channel take
+turns."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+from x402 import x402ClientSync
+from x402.http import x402HTTPClientSync
+from x402.http.utils import decode_payment_required_header, decode_payment_response_header
+from x402.mechanisms.evm.batch_settlement.client import (
+    BatchSettlementEvmScheme,
+)
+from x402.mechanisms.evm.batch_settlement.client.voucher import sign_voucher
+from x402.mechanisms.evm.batch_settlement.constants import MIN_WITHDRAW_DELAY
+from x402.mechanisms.evm.batch_settlement.types import ChannelConfig
+from x402.mechanisms.evm.batch_settlement.utils import compute_channel_id
+from x402.mechanisms.evm.signers import EthAccountSigner
+
+from app.asgi import create_app
+from app.config import Settings
+from app.dev.chain import DevChain
+from tests.support.api import auth
+from tests.support.settings import changed
+from tests.support.x402 import paid_only
+
+PRICE = 5_000  # a store, $0.005 in USDC atomic units
+NETWORK = "eip155:8453"
+
+
+@pytest.fixture(scope="module")
+def dev(chain: DevChain) -> DevChain:
+    chain.install_batch_settlement()
+    return chain
+
+
+@pytest.fixture(scope="module")
+def channel_settings(settings: Settings, dev: DevChain) -> Settings:
+    return changed(paid_only(settings, dev), x402={"schemes": "exact,batch-settlement"})
+
+
+@pytest.fixture(scope="module")
+async def paid(channel_settings: Settings) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    async with AsyncTestClient(app=create_app(channel_settings), timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def payer(dev: DevChain) -> LocalAccount:
+    account: LocalAccount = Account.create()
+    dev.fund(account.address, 1_000_000, eth_wei=0)  # the payer never pays gas
+    return account
+
+
+class Payer:
+    """x402's stock HTTP client with its batch-settlement scheme, on the in-process app."""
+
+    def __init__(self, client: AsyncTestClient[Litestar], account: LocalAccount) -> None:
+        self.client = client
+        self.account = account
+        scheme = BatchSettlementEvmScheme(EthAccountSigner(account))
+        self.x402 = x402HTTPClientSync(x402ClientSync().register(NETWORK, scheme))
+        self.last_payload: Any = None
+
+    async def store(self, content: str | None = None) -> Any:
+        body = {"content": content or f"Channel memory {uuid.uuid4()}"}
+        r = await self.client.post("/v1/store", json=body, headers=auth(self.account))
+        assert r.status_code == 402, r.text
+        headers, payload = self.x402.handle_402_response(dict(r.headers), r.content, str(r.url))
+        self.last_payload = payload
+        r = await self.client.post(
+            "/v1/store", json=body, headers={**auth(self.account), **headers}
+        )
+        self.x402.process_payment_result(payload, r.headers.get, r.status_code)
+        return r
+
+
+async def _one(database_url: str, sql: str, *args: Any) -> Any:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await conn.fetchrow(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def channel_row(database_url: str, payer: LocalAccount) -> Any:
+    return await _one(
+        database_url,
+        "SELECT * FROM payment_channels WHERE wallet = $1",
+        payer.address.lower(),
+    )
+
+
+async def voucher_count(database_url: str, payer: LocalAccount) -> int:
+    row = await _one(
+        database_url,
+        "SELECT count(*) AS n FROM channel_vouchers WHERE wallet = $1",
+        payer.address.lower(),
+    )
+    return int(row["n"])
+
+
+# ---- the offer --------------------------------------------------------------------------------
+
+
+async def test_off_by_default_the_offer_is_exact_only(settings: Settings, dev: DevChain) -> None:
+    async with AsyncTestClient(app=create_app(paid_only(settings, dev))) as client:
+        r = await client.post("/v1/store", json={"content": "x"}, headers=auth(Account.create()))
+    required = decode_payment_required_header(r.headers["PAYMENT-REQUIRED"])
+    assert [a.scheme for a in required.accepts] == ["exact"]
+
+
+async def test_every_paid_route_offers_both_schemes(
+    paid: AsyncTestClient[Litestar], dev: DevChain
+) -> None:
+    r = await paid.post("/v1/store", json={"content": "x"}, headers=auth(Account.create()))
+    assert r.status_code == 402
+    required = decode_payment_required_header(r.headers["PAYMENT-REQUIRED"])
+    exact, batch = required.accepts
+    assert (exact.scheme, batch.scheme) == ("exact", "batch-settlement")
+    assert (batch.amount, batch.pay_to, batch.asset) == (exact.amount, exact.pay_to, exact.asset)
+    extra = batch.extra or {}
+    assert extra["receiverAuthorizer"] == dev.relayer.address
+    assert extra["withdrawDelay"] == MIN_WITHDRAW_DELAY
+    assert int(extra["minDeposit"]) >= PRICE
+    assert [a["scheme"] for a in r.json()["accepts"]] == ["exact"]  # v1 knows no channels
+
+
+# ---- paying ------------------------------------------------------------------------------------
+
+
+async def test_a_stock_client_deposits_once_then_pays_50_calls_with_vouchers(
+    paid: AsyncTestClient[Litestar], dev: DevChain, payer: LocalAccount, database_url: str
+) -> None:
+    stock = Payer(paid, payer)
+    first_block = dev.w3.eth.block_number
+    r = await stock.store()
+    assert r.status_code == 201, r.text
+    assert stock.last_payload.payload["type"] == "deposit"
+    receipt = decode_payment_response_header(r.headers["PAYMENT-RESPONSE"])
+    assert receipt.transaction  # the deposit's
+    deposit = int(stock.last_payload.payload["deposit"]["amount"])
+    for call in range(2, 52):
+        r = await stock.store()
+        assert r.status_code == 201, r.text
+        assert stock.last_payload.payload["type"] == "voucher"
+        receipt = decode_payment_response_header(r.headers["PAYMENT-RESPONSE"])
+        assert receipt.transaction == ""
+        assert receipt.extra is not None
+        assert receipt.extra["channelState"]["chargedCumulativeAmount"] == str(call * PRICE)
+        assert receipt.extra["chargedAmount"] == str(PRICE)
+    assert dev.w3.eth.block_number == first_block + 1  # one transaction: the deposit
+    channel = await channel_row(database_url, payer)
+    assert (int(channel["charged"]), int(channel["balance"])) == (51 * PRICE, deposit)
+    assert await voucher_count(database_url, payer) == 51
+    memories = await _one(
+        database_url, "SELECT count(*) AS n FROM memories WHERE user_id = $1",
+        payer.address.lower(),
+    )  # fmt: skip
+    assert memories["n"] == 51
+
+
+# ---- refusals: each its own reason, nothing stored ---------------------------------------------
+
+
+async def opened(paid: AsyncTestClient[Litestar], payer: LocalAccount) -> Payer:
+    stock = Payer(paid, payer)
+    r = await stock.store()
+    assert r.status_code == 201, r.text
+    return stock
+
+
+def voucher(
+    stock: Payer, cumulative: int, *, signer: LocalAccount | None = None,
+    config: dict[str, Any] | None = None, channel_id: str | None = None,
+    network: str = NETWORK, claimed_id: str | None = None, **payload: Any,
+) -> dict[str, str]:  # fmt: skip
+    """A voucher proof on the payer's channel, with one thing changed."""
+    base = stock.last_payload.model_dump(by_alias=True, exclude_none=True)
+    cfg = {**base["payload"]["channelConfig"], **(config or {})}
+    cid = channel_id or compute_channel_id(ChannelConfig.from_dict(cfg), NETWORK)
+    signed = sign_voucher(EthAccountSigner(signer or stock.account), cid, cumulative, NETWORK)
+    if claimed_id is not None:
+        signed.channel_id = claimed_id
+    base["accepted"]["network"] = network
+    base["payload"] = {
+        "type": "voucher", "channelConfig": cfg, "voucher": signed.to_dict(), **payload,
+    }  # fmt: skip
+    return {"PAYMENT-SIGNATURE": base64.b64encode(json.dumps(base).encode()).decode()}
+
+
+async def refused(stock: Payer, headers: dict[str, str], reason: str, database_url: str) -> None:
+    before = await voucher_count(database_url, stock.account)
+    charged = (await channel_row(database_url, stock.account))["charged"]
+    r = await stock.client.post(
+        "/v1/store", json={"content": f"Refused {uuid.uuid4()}"},
+        headers={**auth(stock.account), **headers},
+    )  # fmt: skip
+    assert r.status_code == 402, r.text
+    assert r.json()["error"]["details"]["reason"] == reason, r.text
+    assert await voucher_count(database_url, stock.account) == before
+    assert (await channel_row(database_url, stock.account))["charged"] == charged
+
+
+async def test_each_bad_voucher_is_refused_with_its_own_reason(
+    paid: AsyncTestClient[Litestar], dev: DevChain, payer: LocalAccount, database_url: str
+) -> None:
+    stock = await opened(paid, payer)
+    deposit = int(stock.last_payload.payload["deposit"]["amount"])
+    stranger: LocalAccount = Account.create()
+    bad = "invalid_batch_settlement_evm_"
+    cases: list[tuple[dict[str, str], str]] = [
+        (voucher(stock, PRICE), f"{bad}cumulative_amount_mismatch"),  # no raise at all
+        (voucher(stock, PRICE + PRICE // 2), f"{bad}cumulative_amount_mismatch"),  # by less
+        (voucher(stock, deposit + PRICE), f"{bad}cumulative_exceeds_balance"),
+        (voucher(stock, 2 * PRICE, signer=stranger), f"{bad}voucher_signature"),
+        (voucher(stock, 2 * PRICE, channel_id="0x" + "ab" * 32), f"{bad}channel_id_mismatch"),
+        (
+            voucher(stock, 2 * PRICE, config={"receiver": stranger.address}),
+            f"{bad}receiver_mismatch",
+        ),
+        (voucher(stock, 2 * PRICE, config={"token": stranger.address}), f"{bad}token_mismatch"),
+        (voucher(stock, 2 * PRICE, network="eip155:84532"), f"{bad}network_mismatch"),
+        (
+            voucher(stock, 2 * PRICE, config={"salt": "0x" + "11" * 32}),
+            f"{bad}channel_not_found",
+        ),
+        (voucher(stock, 2 * PRICE, claimed_id="not-a-channel"), f"{bad}voucher_payload"),
+    ]
+    for headers, reason in cases:
+        await refused(stock, headers, reason, database_url)
+    # a malformed voucher: no channel config at all
+    proof = json.loads(base64.b64decode(voucher(stock, 2 * PRICE)["PAYMENT-SIGNATURE"]))
+    del proof["payload"]["channelConfig"]
+    malformed = {"PAYMENT-SIGNATURE": base64.b64encode(json.dumps(proof).encode()).decode()}
+    await refused(stock, malformed, f"{bad}voucher_payload", database_url)
+    # the channel still pays on
+    r = await stock.store()
+    assert r.status_code == 201, r.text
+
+
+async def test_a_channel_whose_withdrawal_is_final_takes_no_voucher(
+    paid: AsyncTestClient[Litestar], payer: LocalAccount, database_url: str
+) -> None:
+    stock = await opened(paid, payer)
+    await _one(
+        database_url,
+        """UPDATE payment_channels SET withdraw_requested_at = 1
+           WHERE wallet = $1 RETURNING 1""",
+        payer.address.lower(),
+    )
+    await refused(
+        stock, voucher(stock, 2 * PRICE), "invalid_batch_settlement_evm_channel_withdrawn",
+        database_url,
+    )  # fmt: skip
+
+
+async def test_a_resent_voucher_gets_its_first_answer_once_charged(
+    paid: AsyncTestClient[Litestar], payer: LocalAccount, database_url: str
+) -> None:
+    stock = await opened(paid, payer)
+    body = {"content": f"Resent {uuid.uuid4()}"}
+    headers = {**auth(payer), **voucher(stock, 2 * PRICE)}
+    first = await paid.post("/v1/store", json=body, headers=headers)
+    assert first.status_code == 201, first.text
+    again = await paid.post("/v1/store", json=body, headers=headers)
+    assert (again.status_code, again.json()) == (201, first.json())
+    assert again.headers["X-Idempotent-Replay"] == "true"
+    assert int((await channel_row(database_url, payer))["charged"]) == 2 * PRICE
+    assert await voucher_count(database_url, payer) == 2
+
+
+async def test_concurrent_vouchers_on_one_channel_take_turns(
+    channel_settings: Settings, payer: LocalAccount, database_url: str
+) -> None:
+    """Five requests at once, on three app instances sharing the database, with the same next
+    voucher: the channel row's lock lets exactly one raise the total; the others are refused
+    as not raising it."""
+    apps = [create_app(channel_settings) for _ in range(3)]
+    async with (
+        AsyncTestClient(app=apps[0], timeout=60) as one,
+        AsyncTestClient(app=apps[1], timeout=60) as two,
+        AsyncTestClient(app=apps[2], timeout=60) as three,
+    ):
+        stock = await opened(one, payer)
+        headers = {**auth(payer), **voucher(stock, 2 * PRICE)}
+        answers = await asyncio.gather(*[
+            client.post("/v1/store", json={"content": f"Race {i} {uuid.uuid4()}"},
+                        headers=headers)
+            for i, client in enumerate([one, two, three, one, two])
+        ])  # fmt: skip
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [201, 402, 402, 402, 402], [r.text for r in answers]
+    for r in answers:
+        if r.status_code == 402:
+            assert r.json()["error"]["details"]["reason"] == (
+                "invalid_batch_settlement_evm_cumulative_amount_mismatch"
+            )
+    assert int((await channel_row(database_url, payer))["charged"]) == 2 * PRICE
+    assert await voucher_count(database_url, payer) == 2
