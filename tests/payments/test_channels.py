@@ -19,6 +19,11 @@ from eth_account.signers.local import LocalAccount
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from x402 import x402ClientSync
+from x402.extensions.payment_identifier import (
+    PAYMENT_IDENTIFIER,
+    append_payment_identifier_to_extensions,
+    declare_payment_identifier_extension,
+)
 from x402.http import x402HTTPClientSync
 from x402.http.utils import decode_payment_required_header, decode_payment_response_header
 from x402.mechanisms.evm.batch_settlement.client import (
@@ -186,7 +191,8 @@ async def opened(paid: AsyncTestClient[Litestar], payer: LocalAccount) -> Payer:
 def voucher(
     stock: Payer, cumulative: int, *, signer: LocalAccount | None = None,
     config: dict[str, Any] | None = None, channel_id: str | None = None,
-    network: str = NETWORK, claimed_id: str | None = None, **payload: Any,
+    network: str = NETWORK, claimed_id: str | None = None, payment_id: str | None = None,
+    **payload: Any,
 ) -> dict[str, str]:  # fmt: skip
     """A voucher proof on the payer's channel, with one thing changed."""
     base = stock.last_payload.model_dump(by_alias=True, exclude_none=True)
@@ -196,6 +202,10 @@ def voucher(
     if claimed_id is not None:
         signed.channel_id = claimed_id
     base["accepted"]["network"] = network
+    if payment_id is not None:
+        declared = {PAYMENT_IDENTIFIER: declare_payment_identifier_extension()}
+        base["extensions"] = append_payment_identifier_to_extensions(declared)
+        base["extensions"][PAYMENT_IDENTIFIER]["info"]["id"] = payment_id
     base["payload"] = {
         "type": "voucher", "channelConfig": cfg, "voucher": signed.to_dict(), **payload,
     }  # fmt: skip
@@ -281,6 +291,46 @@ async def test_a_resent_voucher_gets_its_first_answer_once_charged(
     assert again.headers["X-Idempotent-Replay"] == "true"
     assert int((await channel_row(database_url, payer))["charged"]) == 2 * PRICE
     assert await voucher_count(database_url, payer) == 2
+
+
+async def test_a_voucher_whose_work_fails_is_not_kept(
+    paid: AsyncTestClient[Litestar], payer: LocalAccount, database_url: str
+) -> None:
+    """The voucher and the channel's total are written in the request's transaction: a call that
+    fails (an update of no memory, 404) rolls both back, and the same voucher pays the next."""
+    stock = await opened(paid, payer)
+    headers = voucher(stock, 2 * PRICE)
+    r = await paid.patch(
+        f"/v1/memories/{uuid.uuid4()}", json={"importance": 0.5},
+        headers={**auth(payer), **headers},
+    )  # fmt: skip
+    assert r.status_code == 404, r.text
+    assert int((await channel_row(database_url, payer))["charged"]) == PRICE
+    assert await voucher_count(database_url, payer) == 1
+    r = await paid.post(
+        "/v1/store", json={"content": f"Paid after all {uuid.uuid4()}"},
+        headers={**auth(payer), **headers},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert int((await channel_row(database_url, payer))["charged"]) == 2 * PRICE
+
+
+async def test_a_payment_identifier_names_one_voucher_and_one_request(
+    paid: AsyncTestClient[Litestar], payer: LocalAccount, database_url: str
+) -> None:
+    stock = await opened(paid, payer)
+    payment_id = f"pay_{uuid.uuid4().hex}"
+    body = {"content": f"Identified {uuid.uuid4()}"}
+    headers = {**auth(payer), **voucher(stock, 2 * PRICE, payment_id=payment_id)}
+    first = await paid.post("/v1/store", json=body, headers=headers)
+    assert first.status_code == 201, first.text
+    again = await paid.post("/v1/store", json=body, headers=headers)
+    assert (again.status_code, again.json()) == (201, first.json())
+    other = voucher(stock, 3 * PRICE, payment_id=payment_id)
+    r = await paid.post("/v1/store", json=body, headers={**auth(payer), **other})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["details"]["reason"] == "payment_identifier_conflict"
+    assert int((await channel_row(database_url, payer))["charged"]) == 2 * PRICE
 
 
 async def test_concurrent_vouchers_on_one_channel_take_turns(
