@@ -40,7 +40,7 @@ from app.config import Settings
 from app.dev.chain import DevChain
 from tests.support.api import auth
 from tests.support.settings import changed
-from tests.support.x402 import paid_only
+from tests.support.x402 import paid_only, paid_store, reference_payment
 
 PRICE = 5_000  # a store, $0.005 in USDC atomic units
 NETWORK = "eip155:8453"
@@ -145,6 +145,18 @@ async def test_every_paid_route_offers_both_schemes(
 
 
 # ---- paying ------------------------------------------------------------------------------------
+
+
+async def test_exact_still_pays_with_channels_on(
+    paid: AsyncTestClient[Litestar], payer: LocalAccount
+) -> None:
+    r, _ = await paid_store(paid, payer, {"content": f"Exact {uuid.uuid4()}"})
+    assert decode_payment_response_header(r.headers["PAYMENT-RESPONSE"]).transaction
+    body = {"content": f"Reference {uuid.uuid4()}"}
+    r = await paid.post("/v1/store", json=body, headers=auth(payer))
+    headers = await reference_payment(payer, r)  # x402's client with the exact scheme only
+    r = await paid.post("/v1/store", json=body, headers={**auth(payer), **headers})
+    assert r.status_code == 201, r.text
 
 
 async def test_a_stock_client_deposits_once_then_pays_50_calls_with_vouchers(
