@@ -13,7 +13,10 @@ from tests.support.schemathesis_run import run
 from tests.support.server import serving
 
 MAX_EXAMPLES = 5  # per operation and round of fuzzing
-MAX_SECONDS = 40  # per mode: fuzzing repeats until it is spent (~3,000 cases each here)
+MAX_SECONDS = 40  # per mode: fuzzing repeats until it is spent (~1,000-3,000 cases each here)
+# That fuzzing ran at all, not how fast: a loaded CI host made 994 cases in the 40 s where an
+# idle one makes about 3,000, and a count floor near that is a speed test in disguise.
+MIN_CASES = 300
 
 
 @pytest.fixture(scope="module")
@@ -34,4 +37,4 @@ def test_no_generated_request_gets_a_5xx(
     assert result.with_failures == 0 and result.exit_code == 0, result.output
     assert result.errored == 0, result.output
     assert result.operations_tested >= 40, result.summary()
-    assert result.generated >= 1000, result.summary()
+    assert result.generated >= MIN_CASES, result.summary()
