@@ -246,6 +246,28 @@ def reads_nothing(request: Request) -> bool:
     return method == "GET" and (path == "/auth/nonce" or path.startswith("/console/auth/link/"))
 
 
+# A request over budget is sent again, up to ATTEMPTS times in all, and judged by its fastest
+# answer: an input whose parse is slow is slow every time (x402's SIWE parser took 0.52-0.86 s at
+# 1k characters on each try), while a loaded 2-core CI host may stall any one request once (it
+# did: 0.78 s for a 1k x-wallet-auth that answers in milliseconds). For the same reason, one
+# /health answer over budget is let pass; a stalled loop delays one per stall, and a slow input
+# stalls it on every attempt, which the requests' own rule catches.
+ATTEMPTS = 3
+HEALTH_OUTLIERS = 1
+
+
+def best_of(client: httpx.Client, request: Request) -> tuple[httpx.Response, float]:
+    """The request's answer and its time, sent again while over budget (ATTEMPTS in all)."""
+    r = send(client, request)
+    took = r.elapsed.total_seconds()
+    for _ in range(ATTEMPTS - 1):
+        if took <= BUDGET_S:
+            break
+        r = send(client, request)
+        took = min(took, r.elapsed.total_seconds())
+    return r, took
+
+
 def sweep(url: str, requests: list[Request]) -> list[str]:
     """Each request sent (routes warmed first) while /health is polled; what went wrong."""
     problems: list[str] = []
@@ -254,17 +276,16 @@ def sweep(url: str, requests: list[Request]) -> list[str]:
             client.request(request[0], request[1])  # warm each route and its handler
         with HealthPoller(url) as health:
             for request in requests:
-                r = send(client, request)
-                took = r.elapsed.total_seconds()
+                r, took = best_of(client, request)
                 shown = f"{request[0]} {request[1][:40]} {list(request[2])} {len(str(request))}"
                 if not (r.status_code == 200 if reads_nothing(request) else r.is_client_error):
                     problems.append(f"{shown}: {r.status_code} {r.text[:200]}")
                 if took > BUDGET_S:
-                    problems.append(f"{shown}: answered in {took:.2f} s")
+                    problems.append(f"{shown}: answered in {took:.2f} s at best")
     if health.failures:
         problems.append(f"/health failed: {health.failures[:5]}")
     slow = [t for t in health.times if t > BUDGET_S]
-    if slow or not health.times:
+    if len(slow) > HEALTH_OUTLIERS or not health.times:
         problems.append(f"/health: {len(health.times)} answers, {len(slow)} over {BUDGET_S} s"
                         f" (slowest {max(health.times, default=0):.2f} s)")  # fmt: skip
     return problems
