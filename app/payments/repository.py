@@ -276,14 +276,3 @@ async def charge_voucher(conn: asyncpg.Connection, v: AcceptedVoucher) -> None:
            WHERE wallet = $1 AND channel_id = $2""",
         v.wallet, v.channel_id, v.charged_after, v.cumulative, v.signature,
     )  # fmt: skip
-
-
-async def vouchers_of(
-    conn: asyncpg.Connection, wallet: str, channel_id: str
-) -> list[asyncpg.Record]:
-    rows: list[asyncpg.Record] = await conn.fetch(
-        """SELECT cumulative, charged_after, amount, endpoint, created_at FROM channel_vouchers
-           WHERE wallet = $1 AND channel_id = $2 ORDER BY cumulative""",
-        wallet, channel_id,
-    )  # fmt: skip
-    return rows
