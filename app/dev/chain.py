@@ -55,7 +55,11 @@ from x402.mechanisms.evm.batch_settlement.constants import (
     ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
     PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
 )
-from x402.mechanisms.evm.constants import MULTICALL3_ADDRESS, PERMIT2_ADDRESS
+from x402.mechanisms.evm.constants import (
+    MULTICALL3_ADDRESS,
+    PERMIT2_ADDRESS,
+    X402_UPTO_PERMIT2_PROXY_ADDRESS,
+)
 
 from app.shipped import from_checkout, shipped
 
@@ -68,6 +72,7 @@ ERC3009_COLLECTOR_SOURCE = CONTRACTS / "erc3009_deposit_collector.vy"
 PERMIT2_COLLECTOR_SOURCE = CONTRACTS / "permit2_deposit_collector.vy"
 PERMIT2_SOURCE = CONTRACTS / "permit2_subset.vy"
 MULTICALL3_SOURCE = CONTRACTS / "multicall3_subset.vy"
+UPTO_PROXY_SOURCE = CONTRACTS / "upto_permit2_proxy.vy"
 ANVIL_NPM_PACKAGE = "@foundry-rs/anvil"
 NPM_MANIFEST = ("package.json", "package-lock.json")
 DEFAULT_CHAIN_ID = 8453
@@ -298,6 +303,11 @@ def permit2_deposit_collector_abi() -> list[dict[str, Any]]:
 def permit2_abi() -> list[dict[str, Any]]:
     """ABI of the dev chain's Permit2 subset."""
     return _compiled(PERMIT2_SOURCE)[1]
+
+
+def upto_proxy_abi() -> list[dict[str, Any]]:
+    """ABI of the dev chain's x402 upto Permit2 proxy (its reverts are raw custom errors)."""
+    return _compiled(UPTO_PROXY_SOURCE)[1]
 
 
 def usdc_defaults(chain_id: int) -> tuple[str, str, str]:
@@ -580,6 +590,18 @@ class DevChain:
             )
             self.escrow_address = escrow
             return escrow
+
+    def install_upto_proxy(self) -> ChecksumAddress:
+        """Place x402's upto Permit2 proxy at the scheme's deterministic address, and Permit2's
+        subset at its address when the chain has no code there, so that x402's stock `upto`
+        client and facilitator work unchanged. Idempotent. Returns the proxy's address."""
+        with self._lock:
+            permit2 = Web3.to_checksum_address(PERMIT2_ADDRESS)
+            if not bytes(self.w3.eth.get_code(permit2)):
+                self._set_code(permit2, _compiled(PERMIT2_SOURCE)[0])
+            proxy = Web3.to_checksum_address(X402_UPTO_PERMIT2_PROXY_ADDRESS)
+            self._set_code(proxy, _compiled(UPTO_PROXY_SOURCE)[0])
+            return proxy
 
     def _install_collector(self, address: str, source: Path, *bound_to: ChecksumAddress) -> None:
         """A deposit collector's code, then `initialize(escrow[, permit2])` once."""

@@ -93,6 +93,11 @@ from app.dev.chain import (
     token_abi,
     usdc_defaults,
 )
+from tests.support.chain_calls import (
+    account_with_gas,
+    assert_reverts,
+    transact,
+)
 
 PRICE = 1_000  # $0.001 in USDC atomic units
 DEPOSIT = 10_000
@@ -204,12 +209,6 @@ def rewind(dev: DevChain) -> Iterator[None]:
     assert dev.rpc("evm_revert", [snapshot])
 
 
-def account_with_gas(dev: DevChain, usdc: int = 0) -> LocalAccount:
-    account: LocalAccount = Account.create()
-    dev.fund(account.address, usdc, eth_wei=10**18)
-    return account
-
-
 def token(dev: DevChain) -> str:
     assert dev.usdc_address is not None
     return dev.usdc_address
@@ -270,34 +269,6 @@ def deposit_call(
     return escrow.functions.deposit(
         to_contract_channel_config(config), amount, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, data
     )
-
-
-def transact(dev: DevChain, sender: LocalAccount, call: ContractFunction) -> TxReceipt:
-    tx = call.build_transaction(
-        {"from": sender.address, "nonce": dev.w3.eth.get_transaction_count(sender.address)}
-    )
-    signed = sender.sign_transaction(tx)
-    tx_hash = dev.w3.eth.send_raw_transaction(signed.raw_transaction)
-    receipt = dev.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
-    assert receipt["status"] == 1, receipt
-    return receipt
-
-
-def revert_data(call: ContractFunction, sender: str) -> str:
-    """The raw revert data of `call` sent by `sender` (simulated: nothing changes)."""
-    with pytest.raises(ContractLogicError) as info:
-        call.call({"from": sender})
-    data = info.value.data
-    assert isinstance(data, str), info.value
-    return data
-
-
-def selector(error: str) -> str:
-    return "0x" + keccak(text=error)[:4].hex()
-
-
-def assert_reverts(call: ContractFunction, sender: str, error: str) -> None:
-    assert revert_data(call, sender)[:10] == selector(error), error
 
 
 def open_channel(
