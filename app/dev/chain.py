@@ -30,6 +30,7 @@ import atexit
 import contextlib
 import fcntl
 import functools
+import json
 import logging
 import os
 import platform
@@ -176,28 +177,72 @@ def devtools_root() -> Path:
 def anvil_binary(project_root: Path | None = None) -> Path:
     """Path of the anvil binary from the project's `node_modules/`.
 
-    If it is missing, runs the project's own install step (`npm install --no-audit --no-fund` in
-    the project root, which reads `package.json`/`package-lock.json`) once per process.
-    Raises DevChainError with a clear message when npm is missing or the install fails
-    (typically: offline).
+    If it is missing, or another package of the manifest is (a `node_modules/` installed before
+    the package was added), runs the project's own install step (`npm install --no-audit
+    --no-fund` in the project root, which reads `package.json`/`package-lock.json`) once per
+    process. Raises DevChainError with a clear message when anvil is missing and npm is missing
+    or the install fails (typically: offline); with anvil there, a failed install only warns.
     """
     project_root = project_root or devtools_root()
     with _install_lock, _installing(project_root):
         found = _find_anvil(project_root)
-        if found is not None:
+        if found is not None and not _missing_packages(project_root):
             return found
         if project_root not in _npm_install_attempted:
             _npm_install_attempted.add(project_root)
-            _npm_install(project_root)
+            try:
+                _npm_install(project_root)
+            except DevChainError as exc:
+                if found is None:
+                    raise
+                log.warning("npm packages missing beside anvil: %s", exc)
             found = _find_anvil(project_root)
-            if found is not None:
-                return found
+        if found is not None:
+            return found
     looked = "\n  ".join(str(p) for p in _anvil_candidates(project_root))
     raise DevChainError(
         f"anvil binary not found for {sys.platform}/{platform.machine()} although `npm install` "
         f"was run in {project_root} (once per process; see the first error); looked at:\n  "
         f"{looked}"
     )
+
+
+def npm_packages(project_root: Path | None = None) -> Path:
+    """The directory whose `node_modules/` holds every package of the npm manifest at its pinned
+    version (anvil, and x402's TypeScript client that tests/payments/test_npm_client.py runs),
+    after the project's install step when one is missing. Raises DevChainError as anvil_binary
+    does."""
+    project_root = project_root or devtools_root()
+    with _install_lock, _installing(project_root):
+        missing = _missing_packages(project_root)
+        if missing and project_root not in _npm_install_attempted:
+            _npm_install_attempted.add(project_root)
+            _npm_install(project_root)
+            missing = _missing_packages(project_root)
+    if missing:
+        raise DevChainError(
+            f"npm packages {', '.join(missing)} are not in {project_root / 'node_modules'} "
+            "although `npm install` was run there (once per process; see the first error)"
+        )
+    return project_root
+
+
+def _missing_packages(root: Path) -> list[str]:
+    """The manifest's dependencies (`name@version`) not installed at their pinned version: an
+    existing `node_modules/` gets a package added to the manifest after it was installed."""
+    try:
+        manifest = json.loads((root / "package.json").read_text())
+    except (OSError, ValueError):
+        return []  # no manifest: nothing to check (_npm_install says it is missing)
+    missing = []
+    for name, version in (manifest.get("dependencies") or {}).items():
+        try:
+            installed = json.loads((root / "node_modules" / name / "package.json").read_text())
+        except (OSError, ValueError):
+            installed = {}
+        if installed.get("version") != version:
+            missing.append(f"{name}@{version}")
+    return missing
 
 
 @contextlib.contextmanager
