@@ -50,7 +50,10 @@ class IngestController(Controller):
 
     @post(
         "/memories/extract",
-        opt={**paid(prices.LLM_CALL), **limited(LLM_ROUTE_PER_MINUTE)},
+        opt={
+            **paid(prices.LLM_CALL, metered=prices.PER_1K_TOKENS),
+            **limited(LLM_ROUTE_PER_MINUTE),
+        },
         status_code=HTTP_200_OK,
     )
     async def extract(
@@ -65,7 +68,11 @@ class IngestController(Controller):
         )  # fmt: skip
         return ExtractAnswer(**_extracted(outcome))
 
-    @post("/ingest", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
+    @post(
+        "/ingest",
+        opt=paid(prices.LLM_CALL, metered=prices.PER_1K_TOKENS),
+        status_code=HTTP_201_CREATED,
+    )
     async def ingest_conversation(
         self,
         request: WalletRequest,
@@ -82,7 +89,11 @@ class IngestController(Controller):
             memories_created=outcome.stored.created,
         )
 
-    @post("/migrate", opt=paid(prices.LLM_CALL), status_code=HTTP_201_CREATED)
+    @post(
+        "/migrate",
+        opt=paid(prices.LLM_CALL, metered=prices.PER_1K_TOKENS),
+        status_code=HTTP_201_CREATED,
+    )
     async def migrate(
         self, request: WalletRequest, conn: Conn, ingest_service: Ingest, data: JSONBody[MigrateIn]
     ) -> MigrateAnswer:

@@ -163,7 +163,7 @@ class MemoryController(Controller):
 
     @post(
         "/store/batch",
-        opt=paid(prices.STORE_BATCH),
+        opt=paid(prices.STORE_BATCH, metered=prices.PER_ITEM),
         status_code=HTTP_201_CREATED,
         responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
     )

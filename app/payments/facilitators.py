@@ -1,7 +1,7 @@
 """Who verifies and settles a payment: Engram itself with a relayer key, or a remote facilitator.
 
-- `LocalFacilitator`: x402's in-process facilitator (`ExactEvmFacilitatorScheme` over
-  `FacilitatorWeb3Signer`): signature recovery, nonce unused on chain, balance, simulation, then
+- `LocalFacilitator`: x402's in-process facilitator (`ExactEvmFacilitatorScheme`, and
+  `UptoEvmFacilitatorScheme` for variable-cost calls, over `FacilitatorWeb3Signer`): signature recovery, nonce unused on chain, balance, simulation, then
   `transferWithAuthorization` sent and mined by Engram's own relayer. web3 is synchronous, so
   every call runs in a worker thread, never on the event loop.
 - `HTTPFacilitatorClient` (x402's): x402.org for testnets, CDP or another one for mainnet.
@@ -16,6 +16,7 @@ from x402 import x402FacilitatorSync
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
 from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmSchemeConfig
 from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
+from x402.mechanisms.evm.upto import UptoEvmFacilitatorScheme, UptoEvmSchemeConfig
 from x402.schemas import PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse
 
 from app.config import X402Settings
@@ -71,6 +72,10 @@ class LocalFacilitator:
         # reverts at the relayer's cost; with it the replay is refused before anything is sent.
         scheme = ExactEvmFacilitatorScheme(signer, ExactEvmSchemeConfig(simulate_in_settle=True))
         self._facilitator.register([network_caip2], scheme)
+        # `upto` (app/payments/upto.py): the payer's permit names this relayer as the one
+        # facilitator that may settle it; the same refusal of a replay before sending
+        upto = UptoEvmFacilitatorScheme(signer, UptoEvmSchemeConfig(simulate_in_settle=True))
+        self._facilitator.register([network_caip2], upto)
         self.relayer_address = signer.address
 
     async def verify(
