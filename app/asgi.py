@@ -59,6 +59,7 @@ from app.memory.controller import MemoryController
 from app.memory.service import MemoryService, Rerank
 from app.payments.capture import capture_paid_response, mark_paid_call
 from app.payments.channels import build_channels
+from app.payments.claimer import Claimer, claim_policy
 from app.payments.controller import PaymentsController
 from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
@@ -158,6 +159,12 @@ def create_app(settings: Settings | None = None) -> Litestar:
     reconciler = Reconciler(
         ChainReader(rpc_url) if rpc_url else None, settings.x402.reconcile_after_seconds
     )
+    # payment channels' claims, refunds and settlements (app/payments/claimer.py)
+    claimer = (
+        Claimer(x402.channels, network.caip2, claim_policy(settings.x402, network.decimals))
+        if x402.channels
+        else None
+    )
 
     mcp = McpEndpoint(_version(), settings.limits.max_body_bytes)
 
@@ -194,6 +201,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             if x402.enabled:  # on start, then on a timer
                 timers.append(every(RECONCILE_EVERY_SECONDS, lambda: reconciler.run_once(ledger),
                                     "payment reconciler"))  # fmt: skip
+            if claimer is not None:  # on start, then on a timer
+                claim_every = settings.x402.claim_every_seconds
+                timers.append(every(claim_every, lambda: claimer.run_once(ledger),
+                                    "channel claimer"))  # fmt: skip
             running = [asyncio.create_task(timer) for timer in timers]
             try:
                 yield

@@ -343,6 +343,20 @@ class X402Settings(SettingsGroup):
     # A pending payment untouched this long has no settlement in flight: the reconciler asks
     # the chain (over rpc_url) whether it settled (app/payments/reconcile.py).
     reconcile_after_seconds: int = env("ENGRAM_X402_RECONCILE_AFTER_SECONDS", 120, integer)
+    # The channel claimer (app/payments/claimer.py) collects what vouchers paid. It looks every
+    # `claim_every_seconds` at each channel on chain and claims at once when the payer started a
+    # withdrawal: the channel's withdraw delay (15 min, x402's least, which Engram offers) is the
+    # receiver's window, so a minute's look leaves ~14 min to land the claim. Otherwise it
+    # claims a channel once $0.50 is unclaimed (a minimum deposit's worth at the default price;
+    # a row of a batched claim, ~41k gas, costs well under 1% of it on Base) or its oldest unclaimed
+    # voucher is an hour old (how long money sits uncollected when calls are few).
+    claim_every_seconds: int = env("ENGRAM_X402_CLAIM_EVERY_SECONDS", 60, positive_integer)
+    claim_min_usd: Decimal = env("ENGRAM_X402_CLAIM_MIN_USD", Decimal("0.5"), usd_amount)  # noqa: RUF009
+    claim_after_seconds: int = env("ENGRAM_X402_CLAIM_AFTER_SECONDS", 3600, positive_integer)
+    # A channel with no payment for this long gets its unspent escrow back (x402's cooperative
+    # refund, with a claim of what it owes): a day, so an agent that paused for the night keeps
+    # its channel, while one that left is not made to wait out the withdraw delay.
+    refund_idle_seconds: int = env("ENGRAM_X402_REFUND_IDLE_SECONDS", 86_400, positive_integer)
     # A token other than the network's USDC (address, EIP-712 name and version, decimals)
     asset: str | None = env("ENGRAM_X402_ASSET", None, text)
     asset_name: str | None = env("ENGRAM_X402_ASSET_NAME", None, text)

@@ -1,6 +1,6 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011, 0013, 0014, 0015 and 0016 apply when the `citus` extension is installed, and that the tests
-hold the schema and every repository statement to (tests/db/test_distribution.py,
+0011, 0013, 0014, 0015, 0016 and 0017 apply when the `citus` extension is installed, and that the
+tests hold the schema and every repository statement to (tests/db/test_distribution.py,
 tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
@@ -20,6 +20,7 @@ BY_WALLET: dict[str, str] = {
     "usage_daily": "wallet",
     "payment_channels": "wallet",  # the payer's (migration 0016)
     "channel_vouchers": "wallet",
+    "channel_claims": "wallet",  # the claimer's claims and refunds (migration 0017)
 }
 
 # Distributed by another column, alone: sign-in nonces, looked up by the nonce only; the

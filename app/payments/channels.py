@@ -59,6 +59,7 @@ from app.payments import repository
 from app.payments.facilitators import ResyncingWeb3Signer
 from app.payments.offers import Offer
 from app.payments.proofs import ChannelProof, PaymentRejected
+from app.shared import metrics
 
 # Engram's own refusal for a channel whose payer finished withdrawing (no x402 code names it).
 ERR_CHANNEL_WITHDRAWN = "invalid_batch_settlement_evm_channel_withdrawn"
@@ -271,6 +272,7 @@ class Channels:
                 response_body=response[1] if response else None,
             ),
         )
+        metrics.X402_CHANNEL_PAYMENTS.labels(proof.kind).inc()
         return channel_receipt(charge, transaction, channel_state)
 
     def _opened(

@@ -276,3 +276,236 @@ async def charge_voucher(conn: asyncpg.Connection, v: AcceptedVoucher) -> None:
            WHERE wallet = $1 AND channel_id = $2""",
         v.wallet, v.channel_id, v.charged_after, v.cumulative, v.signature,
     )  # fmt: skip
+
+
+# ---- the claimer (app/payments/claimer.py): claims, settlements and refunds ------------------
+# Its scans (channels to look at, pending and unsettled claims) read every wallet's rows, on a
+# timer off the request path, as the reconciler's `pending_before`; every write names one wallet.
+
+
+async def channels_to_claim(
+    conn: asyncpg.Connection, network: str, receiver_authorizer: str, limit: int
+) -> list[asyncpg.Record]:
+    """Channels this server's authorizer can claim on, with escrow left or charges unclaimed and
+    no claim in flight, with the time of their oldest unclaimed voucher (`unclaimed_since`) and
+    of their last payment (`updated_at`)."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT c.*,
+                  (SELECT v.created_at FROM channel_vouchers v
+                   WHERE v.wallet = c.wallet AND v.channel_id = c.channel_id
+                     AND v.cumulative > c.total_claimed AND v.charged_after > c.total_claimed
+                   ORDER BY v.cumulative LIMIT 1) AS unclaimed_since
+           FROM payment_channels c
+           WHERE c.network = $1 AND c.receiver_authorizer = $2
+             AND (c.balance > c.total_claimed OR c.charged > c.total_claimed)
+             AND NOT EXISTS (SELECT 1 FROM channel_claims k
+                             WHERE k.wallet = c.wallet AND k.channel_id = c.channel_id
+                               AND k.status = 'pending')
+           ORDER BY c.updated_at LIMIT $3""",
+        network, receiver_authorizer.lower(), limit,
+    )  # fmt: skip
+    return rows
+
+
+async def pending_claims(
+    conn: asyncpg.Connection, network: str, receiver_authorizer: str, limit: int
+) -> list[asyncpg.Record]:
+    """Claims and refunds still `pending` (in flight here or elsewhere, or left by a process that
+    died), with their channel, and how long since they were last touched (`idle_seconds`)."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT k.*, c.network, c.asset, c.receiver, c.receiver_authorizer,
+                  extract(epoch FROM now() - k.updated_at)::float8 AS idle_seconds
+           FROM channel_claims k
+           JOIN payment_channels c ON c.wallet = k.wallet AND c.channel_id = k.channel_id
+           WHERE k.status = 'pending' AND c.network = $1 AND c.receiver_authorizer = $2
+           ORDER BY k.created_at LIMIT $3""",
+        network, receiver_authorizer.lower(), limit,
+    )  # fmt: skip
+    return rows
+
+
+async def unsettled_claims(
+    conn: asyncpg.Connection, network: str, receiver_authorizer: str, limit: int
+) -> list[asyncpg.Record]:
+    """Confirmed claims whose funds were not yet moved on to the receiver, with the receiver and
+    token a settlement sweeps them by."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT k.wallet, k.channel_id, k.id, c.receiver, c.asset
+           FROM channel_claims k
+           JOIN payment_channels c ON c.wallet = k.wallet AND c.channel_id = k.channel_id
+           WHERE k.status = 'confirmed' AND k.settled_at IS NULL AND k.cumulative > 0
+             AND c.network = $1 AND c.receiver_authorizer = $2
+           ORDER BY k.updated_at LIMIT $3""",
+        network, receiver_authorizer.lower(), limit,
+    )  # fmt: skip
+    return rows
+
+
+@dataclass(frozen=True)
+class ChainState:
+    """A channel as the escrow contract holds it."""
+
+    balance: int
+    total_claimed: int
+    withdraw_requested_at: int
+    refund_nonce: int
+
+
+async def refresh_channel(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, state: ChainState
+) -> asyncpg.Record | None:
+    """The channel's on-chain state, as read now (a withdrawal started, a refund, a claim from
+    elsewhere). The balance never reads below what was charged (a channel whose escrow fell
+    below takes no voucher above it, which is what the lower figure would do); `updated_at`,
+    the time of the channel's last payment, is left alone."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        """UPDATE payment_channels
+           SET balance = greatest($3, charged), total_claimed = greatest(total_claimed, $4),
+               withdraw_requested_at = $5, refund_nonce = greatest(refund_nonce, $6)
+           WHERE wallet = $1 AND channel_id = $2
+           RETURNING *""",
+        wallet, channel_id, state.balance, state.total_claimed, state.withdraw_requested_at,
+        state.refund_nonce,
+    )  # fmt: skip
+    return row
+
+
+@dataclass(frozen=True)
+class HeldClaim:
+    """A claim (or refund) about to be sent: `cumulative` is the channel total it sets."""
+
+    wallet: str
+    channel_id: str
+    kind: str  # claim | refund
+    cumulative: int
+    refund_amount: int = 0
+    refund_nonce: int | None = None
+
+
+async def hold_claim(conn: asyncpg.Connection, c: HeldClaim) -> UUID | None:
+    """Record a claim as `pending` before it is sent; None when the channel already has one in
+    flight (another instance's, or one not yet reconciled)."""
+    claim_id: UUID | None = await conn.fetchval(
+        """INSERT INTO channel_claims (wallet, channel_id, kind, cumulative, refund_amount,
+               refund_nonce, status)
+           VALUES ($1, $2, $3, $4, $5, $6, 'pending')
+           ON CONFLICT DO NOTHING
+           RETURNING id""",
+        c.wallet, c.channel_id, c.kind, c.cumulative, c.refund_amount, c.refund_nonce,
+    )  # fmt: skip
+    return claim_id
+
+
+async def lower_balance_for_refund(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, charged: int
+) -> bool:
+    """Before a refund is sent, the channel takes no voucher beyond what it has charged (what
+    the refund leaves in escrow); False when a voucher raised the charged total meanwhile. A
+    refund that fails gets the balance back from the chain on the claimer's next look."""
+    done = await conn.fetchval(
+        """UPDATE payment_channels SET balance = charged
+           WHERE wallet = $1 AND channel_id = $2 AND charged = $3
+           RETURNING 1""",
+        wallet, channel_id, charged,
+    )  # fmt: skip
+    return done is not None
+
+
+async def note_claim_sent(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, claim_id: UUID, tx_hash: str
+) -> None:
+    """A claim's transaction went out with no answer yet: kept pending, with its hash."""
+    await conn.execute(
+        """UPDATE channel_claims SET tx_hash = $4, updated_at = now()
+           WHERE wallet = $1 AND channel_id = $2 AND id = $3 AND status = 'pending'""",
+        wallet, channel_id, claim_id, tx_hash,
+    )  # fmt: skip
+
+
+async def confirm_claim(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, claim_id: UUID, tx_hash: str | None
+) -> bool:
+    """On chain: the claim is confirmed and the channel's claimed total follows (False: it was
+    no longer pending, someone else resolved it)."""
+    cumulative = await conn.fetchval(
+        """UPDATE channel_claims
+           SET status = 'confirmed', tx_hash = coalesce($4, tx_hash), error = NULL,
+               updated_at = now()
+           WHERE wallet = $1 AND channel_id = $2 AND id = $3 AND status = 'pending'
+           RETURNING cumulative""",
+        wallet, channel_id, claim_id, tx_hash,
+    )  # fmt: skip
+    if cumulative is None:
+        return False
+    await conn.execute(
+        """UPDATE payment_channels SET total_claimed = greatest(total_claimed, $3)
+           WHERE wallet = $1 AND channel_id = $2""",
+        wallet, channel_id, cumulative,
+    )  # fmt: skip
+    return True
+
+
+async def fail_claim(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, claim_id: UUID, error: str
+) -> bool:
+    """Not on chain, and not coming: the channel may be claimed again."""
+    done = await conn.fetchval(
+        """UPDATE channel_claims SET status = 'failed', error = $4, updated_at = now()
+           WHERE wallet = $1 AND channel_id = $2 AND id = $3 AND status = 'pending'
+           RETURNING 1""",
+        wallet, channel_id, claim_id, error[:500],
+    )  # fmt: skip
+    return done is not None
+
+
+async def mark_settled(
+    conn: asyncpg.Connection, wallet: str, channel_id: str, claim_ids: list[UUID],
+    settle_tx: str | None,
+) -> None:  # fmt: skip
+    """A settlement swept these confirmed claims' funds to the receiver (`settle_tx` None: one
+    sent by someone else had)."""
+    await conn.execute(
+        """UPDATE channel_claims SET settled_at = now(), settle_tx = $4, updated_at = now()
+           WHERE wallet = $1 AND channel_id = $2 AND id = ANY($3::uuid[])
+             AND status = 'confirmed' AND settled_at IS NULL""",
+        wallet, channel_id, claim_ids, settle_tx,
+    )  # fmt: skip
+
+
+# ---- what GET /v1/payments shows of a wallet's channels --------------------------------------
+
+
+async def channels_of_wallet(
+    conn: asyncpg.Connection, wallet: str, limit: int
+) -> list[asyncpg.Record]:
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT channel_id, network, asset, receiver, balance, charged, total_claimed,
+                  withdraw_requested_at, refund_nonce, deposit_tx, created_at, updated_at
+           FROM payment_channels WHERE wallet = $1
+           ORDER BY updated_at DESC, channel_id LIMIT $2""",
+        wallet, limit,
+    )  # fmt: skip
+    return rows
+
+
+async def recent_vouchers(
+    conn: asyncpg.Connection, wallet: str, limit: int
+) -> list[asyncpg.Record]:
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT channel_id, cumulative, charged_after, amount, endpoint, request_id, created_at
+           FROM channel_vouchers WHERE wallet = $1
+           ORDER BY created_at DESC, cumulative DESC LIMIT $2""",
+        wallet, limit,
+    )  # fmt: skip
+    return rows
+
+
+async def recent_claims(conn: asyncpg.Connection, wallet: str, limit: int) -> list[asyncpg.Record]:
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT id, channel_id, kind, cumulative, refund_amount, status, tx_hash, settle_tx,
+                  created_at, updated_at
+           FROM channel_claims WHERE wallet = $1
+           ORDER BY created_at DESC, id LIMIT $2""",
+        wallet, limit,
+    )  # fmt: skip
+    return rows

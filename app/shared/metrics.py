@@ -11,6 +11,8 @@ What is measured, and where:
 - DB pool connections in use and requests waiting for one (MeteredPool, app/db/pool.py);
 - free calls consumed (app/auth/free_tier.py);
 - x402 verifications and settlements by outcome, and settle latency (app/payments/service.py);
+- payment channels: calls paid by deposit or voucher (app/payments/channels.py), the claimer's
+  claims, refunds and settlements by outcome (app/payments/claimer.py);
 - rate-limit refusals (app/api/ratelimit.py).
 Labels never carry a wallet, a key or content: only route templates and fixed words.
 """
@@ -70,6 +72,20 @@ X402_SETTLEMENTS = Counter(
 SETTLE_SECONDS = Histogram(
     "engram_x402_settle_duration_seconds", "Time to settle an x402 payment",
     buckets=SETTLE_BUCKETS,
+)  # fmt: skip
+X402_CHANNEL_PAYMENTS = Counter(
+    "engram_x402_channel_payments",
+    "Calls paid on x402 payment channels, by kind (deposit, voucher)", ["kind"],
+)  # fmt: skip
+X402_CHANNEL_CLAIMS = Counter(
+    "engram_x402_channel_claims",
+    "Payment channel claims and refunds by the claimer, by kind (claim, refund) and outcome"
+    " (confirmed, failed, pending: sent with no answer yet)", ["kind", "outcome"],
+)  # fmt: skip
+X402_CHANNEL_SETTLEMENTS = Counter(
+    "engram_x402_channel_settlements",
+    "Settlements of claimed channel funds to the receiver, by outcome (settled, none, failed)",
+    ["outcome"],
 )  # fmt: skip
 RATE_LIMITED = Counter(
     "engram_rate_limited", "Requests refused by a rate limit, by limit (wallet, ip)", ["limit"]

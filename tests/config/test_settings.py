@@ -72,7 +72,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     positive_integer: ("7", 7),
     path: ("/srv/engram", Path("/srv/engram")),
     comma_list: ("a, b", ("a", "b")),
-    usd_amount: ("0.5", Decimal("0.5")),
+    usd_amount: ("0.25", Decimal("0.25")),
     log_format: ("text", "text"),
     import_duty_percent: ("7", 7),
     proxy_list: ("127.0.0.1, 10.0.0.0/8", ("127.0.0.1", "10.0.0.0/8")),

@@ -46,6 +46,9 @@ EXCEPTIONS: dict[str, str] = {
     "app.auth.repository.sweep_expired_nonces": "the timer's sweep, off the request path",
     "app.console.repository._sweep": "the timer's sweeps of expired sessions and links",
     "app.payments.repository.pending_before": "the reconciler, on a timer: pending rows of all wallets",
+    "app.payments.repository.channels_to_claim": "the channel claimer, on a timer: all wallets",
+    "app.payments.repository.pending_claims": "the channel claimer, on a timer: all wallets",
+    "app.payments.repository.unsettled_claims": "the channel claimer, on a timer: all wallets",
 }
 
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("repository_fn", default=None)
