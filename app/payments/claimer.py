@@ -342,10 +342,23 @@ class Claimer:
             failed = await repository.fail_claim(
                 conn, row["wallet"], row["channel_id"], claim_id, error
             )
+        if failed and row["kind"] == "refund":
+            await self._restore(pool, row)
         if failed and count:
             log.warning("channel %s: %s failed: %s", row["channel_id"], row["kind"], error)
             metrics.X402_CHANNEL_CLAIMS.labels(row["kind"], "failed").inc()
             done.failed += 1
+
+    async def _restore(self, pool: asyncpg.Pool, row: Any) -> None:
+        """Before it was sent, a refund lowered the channel's balance to its charged total; when
+        it failed, the chain's figure is read back at once (vouchers may spend it again)."""
+        try:
+            state = await self._chain_state(row["channel_id"])
+        except Exception:
+            log.exception("could not read channel %s on chain", row["channel_id"])
+            return
+        async with pool.acquire() as conn:
+            await repository.refresh_channel(conn, row["wallet"], row["channel_id"], state)
 
     # ---- 4. refunds --------------------------------------------------------------------------
 

@@ -344,6 +344,24 @@ async def test_a_claim_whose_send_fails_is_failed_then_claimed_again(
     assert on_chain(dev, payer)[1] == 2 * PRICE
 
 
+async def test_a_refund_whose_send_fails_gives_the_channel_its_balance_back(
+    paid: AsyncTestClient[Litestar], dev: DevChain, pool: asyncpg.Pool, database_url: str
+) -> None:
+    payer = await opened(paid, dev, 2)
+    relayer_eth = dev.eth_balance(dev.relayer.address)
+    dev.set_eth_balance(dev.relayer.address, 0)
+    try:
+        run = await claimer(paid, ClaimPolicy(10**18, NEVER, 0, NEVER)).run_once(pool)
+    finally:
+        dev.set_eth_balance(dev.relayer.address, relayer_eth)
+    assert run.failed >= 1 and run.refunded == 0
+    [refund] = await claims_of(database_url, payer)
+    assert (refund["kind"], refund["status"]) == ("refund", "failed")
+    assert on_chain(dev, payer) == (payer.deposit, 0)
+    assert int((await channel_of(database_url, payer))["balance"]) == payer.deposit
+    await payer.store()  # the channel still pays
+
+
 async def test_a_pending_claim_already_mined_is_confirmed_not_sent_again(
     paid: AsyncTestClient[Litestar], dev: DevChain, pool: asyncpg.Pool, database_url: str
 ) -> None:
