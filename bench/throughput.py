@@ -1,9 +1,22 @@
 """Throughput and latency of Engram over real HTTP, with the server in its own process.
 
 `engram serve` runs in a subprocess (its own CPU loop, its own embedded PostgreSQL in a temporary
-ENGRAM_DATA_DIR, free tier and overall rate limit out of the way) and an async httpx load
-generator runs here. Each simulated client has its own wallet; its signed header is reused until
-it is a minute old (headers are valid 300 s), as an agent would.
+ENGRAM_DATA_DIR, free tier and overall rate limit out of the way). Each simulated client has its
+own wallet; its signed header is reused until it is a minute old (headers are valid 300 s), as an
+agent would.
+
+The load: the closed-loop levels and the mix are driven by --load-procs spawned processes (default
+half the usable cores, at least 1), each running its share of the clients on its own event loop
+with its own httpx clients; they start together and send back their raw latencies, merged here
+before any percentile is taken. One Python process tops out near one core (issue 40: 97 % of a
+core at ~750 req/s on 16 cores, where the figure measured the generator, not Engram), so each
+row gives every load process's CPU and the report warns above 70 % of a core. This process keeps
+the wallet setup (warm-up, fill: the ids go down to the load processes and back) and the open
+loop (one arrival schedule, a few hundred req/s). On a 2-core machine the default is one load
+process: the same single event loop as before, only outside the bench process, so figures should
+not move; on bigger machines the default spreads the clients and the mix can rise where the old
+single-process generator was the limit. `--load-procs 0` runs the load in this process as before.
+The gen cpu column sums this process and the load processes.
 
 Scenarios (each a row: req/s, p50/p95/p99 latency, errors; plus the CPU each side used):
 
@@ -21,6 +34,10 @@ collapsed stacks. On a small machine the server, PostgreSQL and the load generat
 cores: the cpu column shows who used what (percent of one core).
 
 Run: .venv/bin/python bench/throughput.py [--seconds 10] [--only store,batch,recall,open,mix]
+     [--load-procs N]
+Workers sweep (the mix on a fresh server per `engram serve --workers` count, req/s, p99 and the
+scaling against 1 worker; bench/results/throughput-sweep.json):
+     .venv/bin/python bench/throughput.py --workers-sweep 1,2,4,8 --seconds 6
 """
 
 from __future__ import annotations
@@ -29,6 +46,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
+import multiprocessing.process
 import os
 import platform
 import random
@@ -41,10 +60,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +246,11 @@ class Wallet:
             self._signed_at = now
         return {"x-wallet-auth": self._header}
 
+    def take_state(self, other: Wallet) -> None:
+        """Adopt what a load process's copy of this wallet learnt: the ids it stored (later
+        scenarios GET them) and its signed header."""
+        self.ids, self._header, self._signed_at = other.ids, other._header, other._signed_at
+
 
 @dataclass
 class Samples:
@@ -243,6 +269,16 @@ class Samples:
 
     def all(self) -> list[float]:
         return [s for values in self.latencies.values() for s in values]
+
+    def merge(self, other: Samples) -> None:
+        """Add another process's raw samples: percentiles are then taken over the union, never
+        averaged across processes."""
+        for op, values in other.latencies.items():
+            self.latencies.setdefault(op, []).extend(values)
+        self.errors.update(other.errors)
+        self.deduplicated += other.deduplicated
+        self.dropped += other.dropped
+        self.max_send_lag = max(self.max_send_lag, other.max_send_lag)
 
 
 class Load:
@@ -330,14 +366,21 @@ async def op_mix(load: Load, wallet: Wallet, rng: random.Random, at: float | Non
 
 
 async def closed_loop(
-    clients: list[httpx.AsyncClient], op: Op, wallets: list[Wallet], seconds: float, seed: int
+    clients: list[httpx.AsyncClient],
+    op: Op,
+    wallets: list[Wallet],
+    seconds: float,
+    seed: int,
+    first: int = 0,
 ) -> tuple[Samples, float]:
-    """len(wallets) clients, each sending its next request when the last one is answered."""
+    """len(wallets) clients, each sending its next request when the last one is answered.
+    `first` is the index of wallets[0] among all the scenario's clients: a client draws the same
+    texts whichever load process runs it."""
     samples = Samples()
     deadline = time.perf_counter() + seconds
 
     async def client_loop(i: int) -> None:
-        rng = random.Random(seed * 1000 + i)
+        rng = random.Random(seed * 1000 + first + i)
         load = Load(clients[i], samples)
         while time.perf_counter() < deadline:
             await op(load, wallets[i], rng, None)
@@ -383,6 +426,229 @@ async def open_loop(
         task.add_done_callback(in_flight.discard)
     await asyncio.gather(*in_flight)
     return samples, time.perf_counter() - started
+
+
+# ---- load processes ---------------------------------------------------------------------------
+
+# One client with one connection per simulated client: a single httpx client sharing a pool of
+# 64+ connections costs ~5x more generator CPU per request. Idle connections are dropped before
+# uvicorn's 5 s keep-alive timeout closes them, so a request never races a server-side close (a
+# ReadError that is the client's doing).
+CLIENT_LIMITS = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=3)
+OPS: dict[str, Op] = {"store": op_store, "batch": op_batch, "recall": op_recall, "mix": op_mix}
+# A load process above this share of one core may be what limits the figure, not the server.
+GENERATOR_WARN_PERCENT = 70.0
+# How long the parent lets every process reach the common start time after all are ready.
+START_MARGIN_SECONDS = 0.05
+
+
+async def open_clients(
+    stack: contextlib.AsyncExitStack, url: str, request_timeout: float, n: int
+) -> list[httpx.AsyncClient]:
+    """n clients of one connection each, closed with the stack."""
+    return [
+        await stack.enter_async_context(
+            httpx.AsyncClient(base_url=url, timeout=request_timeout, limits=CLIENT_LIMITS)
+        )
+        for _ in range(n)
+    ]
+
+
+def default_load_procs() -> int:
+    """Half the cores this process may run on, at least one.
+
+    The generator costs ~1.3 ms of CPU per request (97 % of one core at 756 req/s in issue 40)
+    against 3.5 ms or more of server and PostgreSQL CPU, so when the server saturates every core
+    the generator needs at most ~27 % of the machine: spread over half the cores as processes,
+    each stays near 55 % of one core, under the 70 % warning."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // 2)
+
+
+@dataclass
+class Prepare:
+    """Open n clients to url in each load process, before any scenario's window."""
+
+    url: str
+    timeout: float
+    n: int
+
+
+class Clients:
+    """A load process's httpx clients, kept from one job to the next: building one costs tens of
+    milliseconds of CPU (its TLS context, even for http://), which must not land inside a
+    scenario's window."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, float] | None = None
+        self.stack = contextlib.AsyncExitStack()
+        self.clients: list[httpx.AsyncClient] = []
+
+    async def get(self, url: str, request_timeout: float, n: int) -> list[httpx.AsyncClient]:
+        if self.key != (url, request_timeout):  # a new server (the workers sweep)
+            await self.close()
+            self.key = (url, request_timeout)
+        if len(self.clients) < n:
+            self.clients += await open_clients(
+                self.stack, url, request_timeout, n - len(self.clients)
+            )
+        return self.clients[:n]
+
+    async def close(self) -> None:
+        await self.stack.aclose()
+        self.stack, self.clients, self.key = contextlib.AsyncExitStack(), [], None
+
+
+@dataclass
+class LoadJob:
+    """One load process's share of a closed-loop scenario."""
+
+    url: str
+    timeout: float
+    op: str  # a key of OPS
+    wallets: list[Wallet]
+    first: int  # index of wallets[0] among the scenario's clients (seeds its texts)
+    seconds: float
+    seed: int
+
+
+@dataclass
+class LoadShare:
+    """What a load process sends back: its raw samples (summarised only once merged), its copies
+    of the wallets, when it ran (time.monotonic(): one clock for every process of the machine),
+    and the CPU it used meanwhile."""
+
+    samples: Samples
+    wallets: list[Wallet]
+    started: float
+    ended: float
+    cpu_seconds: float
+
+    @property
+    def cpu_percent(self) -> float:
+        """Percent of one core over this process's run."""
+        return round(100 * self.cpu_seconds / max(self.ended - self.started, 1e-9), 1)
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return float(t.user + t.system)
+
+
+async def _run_share(job: LoadJob, conn: Connection, cache: Clients) -> LoadShare:
+    """Take the share's clients, say ready, start at the time the parent sends, run the loop."""
+    clients = await cache.get(job.url, job.timeout, len(job.wallets))
+    conn.send(("ready", None))
+    start_at: float = await asyncio.to_thread(conn.recv)
+    await asyncio.sleep(max(start_at - time.monotonic(), 0.0))
+    me = psutil.Process()
+    cpu_before, started = _cpu_seconds(me), time.monotonic()
+    samples, _ = await closed_loop(
+        clients, OPS[job.op], job.wallets, job.seconds, job.seed, job.first
+    )
+    ended, cpu = time.monotonic(), _cpu_seconds(me) - cpu_before
+    return LoadShare(samples, job.wallets, started, ended, cpu)
+
+
+def load_process(conn: Connection) -> None:
+    """A load process's main: run what it is sent on one event loop (its clients live from job
+    to job) until it is sent None."""
+    cache = Clients()
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        try:
+            while (job := conn.recv()) is not None:
+                if isinstance(job, Prepare):
+                    runner.run(cache.get(job.url, job.timeout, job.n))
+                    conn.send(("prepared", None))
+                else:
+                    conn.send(("done", runner.run(_run_share(job, conn, cache))))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+        finally:
+            runner.run(cache.close())
+
+
+class LoadPool:
+    """N spawned load processes, started once and reused by every closed-loop scenario. A
+    single Python process tops out near one core of generator CPU (issue 40 measured 97 % at
+    ~750 req/s): beyond that its figure is the generator's, not the server's."""
+
+    def __init__(self, size: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conns: list[Connection] = []
+        self.procs: list[multiprocessing.process.BaseProcess] = []
+        for i in range(size):
+            ours, theirs = context.Pipe()
+            proc = context.Process(
+                target=load_process, args=(theirs,), name=f"engram-load-{i}", daemon=True
+            )
+            proc.start()
+            theirs.close()
+            self.conns.append(ours)
+            self.procs.append(proc)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.pid is not None]
+
+    def prepare(self, url: str, timeout: float, clients: int) -> None:
+        """Open, in each process, the clients its largest share of `clients` will need."""
+        per_process = -(-clients // len(self.conns))
+        for conn in self.conns:
+            conn.send(Prepare(url, timeout, per_process))
+        for conn in self.conns:
+            self._receive(conn, "prepared")
+
+    def run(
+        self, url: str, timeout: float, op: str, wallets: list[Wallet], seconds: float, seed: int
+    ) -> tuple[Samples, float, list[float]]:
+        """Split the clients over the processes, start them together, merge what they measured:
+        (samples, elapsed seconds from the first start to the last answer, CPU % per process)."""
+        n = min(len(self.conns), len(wallets))
+        bounds = [len(wallets) * k // n for k in range(n + 1)]
+        shares = list(zip(self.conns[:n], bounds, bounds[1:], strict=False))
+        for conn, lo, hi in shares:
+            conn.send(LoadJob(url, timeout, op, wallets[lo:hi], lo, seconds, seed))
+        for conn, _, _ in shares:
+            self._receive(conn, "ready")
+        start_at = time.monotonic() + START_MARGIN_SECONDS
+        for conn, _, _ in shares:
+            conn.send(start_at)
+        results: list[LoadShare] = [self._receive(conn, "done") for conn, _, _ in shares]
+        merged = Samples()
+        for (_, lo, _), share in zip(shares, results, strict=True):
+            merged.merge(share.samples)
+            for mine, theirs in zip(wallets[lo:], share.wallets, strict=False):
+                mine.take_state(theirs)
+        elapsed = max(r.ended for r in results) - min(r.started for r in results)
+        return merged, elapsed, [r.cpu_percent for r in results]
+
+    def _receive(self, conn: Connection, expected: str) -> Any:
+        kind, payload = conn.recv()
+        if kind != expected:
+            raise SystemExit(f"a load process failed:\n{payload}")
+        return payload
+
+    def close(self) -> None:
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+        for proc in self.procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+
+
+@contextlib.contextmanager
+def load_pool(size: int) -> Iterator[LoadPool | None]:
+    """--load-procs processes; 0: none, the load runs in this process as it once did."""
+    pool = LoadPool(size) if size > 0 else None
+    try:
+        yield pool
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 # ---- the server -------------------------------------------------------------------------------
@@ -477,12 +743,15 @@ class Server:
 class CpuMeter:
     """CPU seconds between two readings, by who used them: the server's event-loop thread, its
     other threads (the embedder's worker and onnxruntime's pool: embedding), PostgreSQL
-    (postmaster and backends), this load generator, and anything else on the machine."""
+    (postmaster and backends), the load generator (this process and its load processes), and
+    anything else on the machine."""
 
-    def __init__(self, server_pid: int, postgres_pid: int | None) -> None:
+    def __init__(
+        self, server_pid: int, postgres_pid: int | None, load_pids: Sequence[int] = ()
+    ) -> None:
         self.server = psutil.Process(server_pid)
         self.postgres = psutil.Process(postgres_pid) if postgres_pid else None
-        self.me = psutil.Process()
+        self.generator = [psutil.Process(), *(psutil.Process(pid) for pid in load_pids)]
 
     def _server_processes(self) -> list[psutil.Process]:
         """The serve process and, with --workers, its uvicorn worker processes."""
@@ -491,8 +760,7 @@ class CpuMeter:
 
     @staticmethod
     def _used(proc: psutil.Process) -> float:
-        t = proc.cpu_times()
-        return float(t.user + t.system)
+        return _cpu_seconds(proc)
 
     def reading(self) -> dict[str, Any]:
         pg: dict[int, float] = {}
@@ -505,12 +773,16 @@ class CpuMeter:
             with contextlib.suppress(psutil.Error):
                 server += self._used(proc)
                 loop += sum(t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid)
+        generator = 0.0
+        for proc in self.generator:
+            with contextlib.suppress(psutil.Error):
+                generator += self._used(proc)
         machine = psutil.cpu_times()
         return {
             "server": server,
             "loop": loop,
             "postgres": pg,
-            "generator": self._used(self.me),
+            "generator": generator,
             "busy": sum(machine) - machine.idle - getattr(machine, "iowait", 0.0),
             "at": time.perf_counter(),
         }
@@ -592,14 +864,38 @@ def summarise(
     return row
 
 
+def note_generator(row: dict[str, Any], procs: int, percents: list[float]) -> None:
+    """Record each load process's CPU (percent of one core over the run; procs 0: the load ran
+    in this process) and whether any passed GENERATOR_WARN_PERCENT."""
+    row["load_procs"] = procs
+    row["load_cpu_percent"] = percents
+    row["load_cpu_max_percent"] = max(percents, default=0.0)
+    row["generator_bound"] = row["load_cpu_max_percent"] > GENERATOR_WARN_PERCENT
+
+
+def processes(n: int) -> str:
+    """How many load processes, in words (0: the load ran in the bench process)."""
+    return f"{n} load process{'es' if n > 1 else ''}" if n else "the bench process"
+
+
+def generator_warning(row: dict[str, Any]) -> str:
+    who = "a load process" if row["load_procs"] else "the bench process"
+    return (
+        f"WARNING: {who} used {row['load_cpu_max_percent']:.0f}% of one core in"
+        f" {row['scenario']} at {row['concurrency']} clients (over"
+        f" {GENERATOR_WARN_PERCENT:.0f}%): the load generator may be the bottleneck;"
+        " raise --load-procs"
+    )
+
+
 HEADER = (
     f"{'scenario':14s} {'clients':>8s} {'req/s':>8s} {'p50 ms':>8s} {'p95 ms':>8s}"
     f" {'p99 ms':>8s} {'errors':>7s}  cpu%: loop  emb   pg  gen other"
 )
 CPU_NOTE = (
     "cpu% is percent of one core: loop = the server's event-loop thread, emb = its other threads"
-    " (embedding worker and onnxruntime pool), pg = PostgreSQL, gen = this load generator,"
-    " other = everything else on the machine"
+    " (embedding worker and onnxruntime pool), pg = PostgreSQL, gen = the load generator (this"
+    " process and its --load-procs processes, summed), other = everything else on the machine"
 )
 
 
@@ -633,6 +929,12 @@ def details(row: dict[str, Any]) -> list[str]:
         )
     if row["deduplicated"]:
         lines.append(f"    deduplicated by the server: {row['deduplicated']}")
+    if "load_procs" in row:
+        where = processes(row["load_procs"])
+        each = ", ".join(f"{p:.0f}" for p in row["load_cpu_percent"])
+        lines.append(f"    load generator: {where}, cpu% of one core each: {each}")
+        if row["generator_bound"]:
+            lines.append("    " + generator_warning(row))
     per = row["cpu_ms_per_request"]
     lines.append(
         f"    cpu per request: server loop {per['server_loop']:.1f} ms, embedding threads"
@@ -670,6 +972,9 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
             f"   target <= {limit:g} ms: p50 {verdict(batch['p50_ms'] <= limit)},"
             f" p99 {verdict(batch['p99_ms'] <= limit)}"
         )
+    bound = [r for r in rows if r.get("generator_bound")]
+    if bound:
+        lines += [generator_warning(r) for r in bound]
     busy = [r for r in rows if r["cpu_percent"]["other"] > 25]
     if busy:
         worst = max(r["cpu_percent"]["other"] for r in busy)
@@ -733,6 +1038,7 @@ class Bench:
     server: Server
     meter: CpuMeter
     clients: list[httpx.AsyncClient]
+    pool: LoadPool | None
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self, row: dict[str, Any]) -> None:
@@ -741,13 +1047,25 @@ class Bench:
         for line in details(row):
             print(line, flush=True)
 
-    async def closed(self, scenario: str, op: Op, wallets: list[Wallet], seconds: float) -> None:
+    async def closed(self, scenario: str, op: str, wallets: list[Wallet], seconds: float) -> None:
+        """A closed-loop level, its clients driven by the load processes (or, without any, by
+        this process)."""
         before = self.meter.reading()
         # Each scenario and level draws its own texts: no accidental repeats of an earlier run's.
         seed = zlib.crc32(f"{scenario}/{len(wallets)}".encode())
-        samples, elapsed = await closed_loop(self.clients, op, wallets, seconds, seed)
+        if self.pool is None:
+            samples, elapsed = await closed_loop(self.clients, OPS[op], wallets, seconds, seed)
+        else:
+            url, timeout = self.server.url, self.args.timeout
+            samples, elapsed, load_cpu = await asyncio.to_thread(
+                self.pool.run, url, timeout, op, wallets, seconds, seed
+            )
         cpu = CpuMeter.seconds(before, self.meter.reading())
         row = summarise(scenario, "closed", len(wallets), None, samples, elapsed, cpu)
+        if self.pool is None:
+            note_generator(row, 0, [row["cpu_percent"]["generator"]])
+        else:
+            note_generator(row, len(load_cpu), load_cpu)
         await self.settle(row)
 
     async def open(self, scenario: str, op: Op, wallets: list[Wallet], rate: float) -> None:
@@ -757,7 +1075,11 @@ class Bench:
             clients, op, wallets, rate, self.args.seconds, seed=int(rate)
         )
         cpu = CpuMeter.seconds(before, self.meter.reading())
-        await self.settle(summarise(scenario, "open", None, rate, samples, elapsed, cpu))
+        row = summarise(scenario, "open", None, rate, samples, elapsed, cpu)
+        # The open loop's arrivals come from one schedule in this process; at its rates (a few
+        # hundred per second) that process is far from a core, and its send lag says if not.
+        note_generator(row, 0, [row["cpu_percent"]["generator"]])
+        await self.settle(row)
 
     async def settle(self, row: dict[str, Any]) -> None:
         """Record the row once the server has finished what the scenario left it."""
@@ -800,24 +1122,18 @@ async def fill(clients: list[httpx.AsyncClient], wallets: list[Wallet], per_wall
     )
 
 
-async def run(args: argparse.Namespace, server: Server) -> tuple[list[dict[str, Any]], list[str]]:
-    only = set(args.only.split(",")) if args.only else {"store", "batch", "recall", "open", "mix"}
+async def run(
+    args: argparse.Namespace, server: Server, pool: LoadPool | None, only: set[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
     levels = [int(c) for c in args.concurrency.split(",")]
     most = max([*levels, args.mix_clients])
     notes: list[str] = []
-    # One client with one connection per simulated client: a single httpx client sharing a
-    # pool of 64+ connections costs ~5x more generator CPU per request. Idle connections are
-    # dropped before uvicorn's 5 s keep-alive timeout closes them, so a request never races a
-    # server-side close (a ReadError that is the client's doing).
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=3)
     async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(
-                httpx.AsyncClient(base_url=server.url, timeout=args.timeout, limits=limits)
-            )
-            for _ in range(max(most, args.max_in_flight))
-        ]
-        bench = Bench(args, server, CpuMeter(server.pid, server.postgres_pid()), clients)
+        clients = await open_clients(stack, server.url, args.timeout, max(most, args.max_in_flight))
+        meter = CpuMeter(server.pid, server.postgres_pid(), pool.pids if pool else ())
+        bench = Bench(args, server, meter, clients, pool)
+        if pool is not None:
+            await asyncio.to_thread(pool.prepare, server.url, args.timeout, most)
         data = [Wallet.create() for _ in range(max(most, args.mix_clients))]
         scratch = [Wallet.create() for _ in range(most)]
         # The first embedding loads the model: not part of any figure.
@@ -833,19 +1149,19 @@ async def run(args: argparse.Namespace, server: Server) -> tuple[list[dict[str, 
         print(HEADER, flush=True)
         if "store" in only:
             for c in levels:
-                await bench.closed("store", op_store, scratch[:c], args.seconds)
+                await bench.closed("store", "store", scratch[:c], args.seconds)
         if "batch" in only:
             for c in levels:
-                await bench.closed("store_batch100", op_batch, scratch[:c], args.seconds)
+                await bench.closed("store_batch100", "batch", scratch[:c], args.seconds)
         if "recall" in only:
             for c in levels:
-                await bench.closed("recall", op_recall, data[:c], args.seconds)
+                await bench.closed("recall", "recall", data[:c], args.seconds)
         if "open" in only:
             for rate in (float(r) for r in args.rates.split(",")):
                 await bench.open("recall_open", op_recall, data, rate)
         if "mix" in only:
             profiler = start_profiler(args, server.pid)
-            await bench.closed("mix", op_mix, data[: args.mix_clients], args.mix_seconds)
+            await bench.closed("mix", "mix", data[: args.mix_clients], args.mix_seconds)
             if profiler is not None:
                 await asyncio.to_thread(profiler.wait, args.mix_seconds + 60)
                 lines = [f"py-spy profile of the mix (server, active samples): {args.profile}"]
@@ -940,6 +1256,25 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--pool-max", type=int, default=None, help="ENGRAM_DB_POOL_MAX for the server")
     p.add_argument("--workers", type=int, default=1, help="engram serve --workers")
     p.add_argument(
+        "--load-procs",
+        type=int,
+        default=default_load_procs(),
+        help="processes driving the closed-loop and mix clients, each its share with its own"
+        " event loop (default: half the usable cores, at least 1, here %(default)s: the generator"
+        " needs ~1.3 ms CPU per request against >= 3.5 ms of server and PostgreSQL, so half the"
+        " cores keep each process near 55%% of a core when the server fills the machine);"
+        " 0: in the bench process. The report warns when one passes"
+        f" {GENERATOR_WARN_PERCENT:.0f}%% of a core",
+    )
+    p.add_argument(
+        "--workers-sweep",
+        default="",
+        help="comma list of `engram serve --workers` counts (e.g. 1,2,4,8): the mix alone on a"
+        " fresh server per count, then a table of req/s, p99, scaling against 1 worker and"
+        " the load generator's CPU; written to throughput-sweep.json (replaces --workers,"
+        " not with --only)",
+    )
+    p.add_argument(
         "--server-command",
         default=None,
         help="instead of `engram` (e.g. a wrapper that patches the app for an experiment);"
@@ -950,7 +1285,151 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     if args.mix_seconds is None:
         args.mix_seconds = 2 * args.seconds
+    if args.load_procs < 0:
+        p.error("--load-procs must be 0 or more")
+    if args.workers_sweep:
+        if args.only:
+            p.error("--workers-sweep runs the mix alone: drop --only")
+        try:
+            args.sweep = [int(w) for w in args.workers_sweep.split(",")]
+        except ValueError:
+            p.error("--workers-sweep takes a comma list of worker counts, e.g. 1,2,4")
+        if any(w < 1 for w in args.sweep):
+            p.error("--workers-sweep: worker counts are 1 or more")
     return args
+
+
+def serve_and_run(
+    args: argparse.Namespace, workers: int, pool: LoadPool | None, only: set[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A fresh `engram serve` (its own data directory) for one run of the chosen scenarios."""
+    with temporary_root() as root:
+        server = Server(root, free_port(), args.pool_max, args.server_command, workers)
+        started = time.perf_counter()
+        try:
+            server.start()
+            print(
+                f"server up in {time.perf_counter() - started:.1f} s (pid {server.pid},"
+                f" {workers} worker{'s' if workers > 1 else ''})",
+                flush=True,
+            )
+            with asyncio.Runner(loop_factory=loop_factory()) as runner:
+                return runner.run(run(args, server, pool, only))
+        finally:
+            server.stop()
+
+
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"\nwrote {path.relative_to(PROJECT) if path.is_relative_to(PROJECT) else path}")
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "command": "bench/throughput.py " + shlex.join(sys.argv[1:]),
+        "seconds": args.seconds, "mix_seconds": args.mix_seconds,
+        "concurrency": args.concurrency, "rates": args.rates,
+        "mix_clients": args.mix_clients, "mix": dict(MIX), "batch_size": BATCH_SIZE,
+        "recall_k": RECALL_K, "fill_per_wallet": FILL_PER_WALLET,
+        "max_in_flight": args.max_in_flight, "pool_max": args.pool_max,
+        "workers": args.workers, "load_procs": args.load_procs,
+        "server_command": args.server_command,
+        "profiled": bool(args.profile),
+    }  # fmt: skip
+
+
+def single(args: argparse.Namespace, machine: dict[str, Any], pool: LoadPool | None) -> None:
+    """The scenarios of --only (default: all) on one server with --workers workers."""
+    only = set(args.only.split(",")) if args.only else {"store", "batch", "recall", "open", "mix"}
+    rows, notes = serve_and_run(args, args.workers, pool, only)
+    summary = targets(rows)
+    print("\ntargets (from the issue):")
+    for line in summary:
+        print("  " + line)
+    result = {
+        "machine": machine,
+        "settings": settings(args),
+        "provenance": stamp(sys.argv),
+        "notes": notes,
+        "rows": rows,
+        "targets": TARGETS,
+        "target_summary": summary,
+        "generator_warnings": [generator_warning(r) for r in rows if r.get("generator_bound")],
+    }
+    write_json(args.out / "throughput.json", result)
+    png = args.out / "throughput.png"
+    title = f"Engram throughput ({machine['cpus']} CPUs, server + PostgreSQL + load on one host)"
+    if plot(rows, png, title):
+        print(f"wrote {png.relative_to(PROJECT) if png.is_relative_to(PROJECT) else png}")
+    else:
+        print("matplotlib not installed: no plot (pip install -e '.[bench]')")
+
+
+def sweep_table(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One entry per worker count; scaling is req/s over the 1-worker run's (else the first's)."""
+    base = next((r for r in rows if r["workers"] == 1), rows[0])
+    entries = [
+        {
+            "workers": r["workers"],
+            "req_s": r["req_s"],
+            "p99_ms": r["p99_ms"],
+            "errors": r["errors"],
+            "scaling": round(r["req_s"] / base["req_s"], 2) if base["req_s"] else None,
+            "load_procs": r["load_procs"],
+            "load_cpu_max_percent": r["load_cpu_max_percent"],
+            "generator_bound": r["generator_bound"],
+        }
+        for r in rows
+    ]
+    against = "1 worker" if base["workers"] == 1 else f"{base['workers']} workers (no 1 in sweep)"
+    lines = [
+        f"{'workers':>7s} {'req/s':>8s} {'p99 ms':>8s} {'errors':>7s} {'scaling':>8s}"
+        f"  load gen max cpu% (of one core, per process)",
+        *(
+            f"{e['workers']:7d} {e['req_s']:8.1f} {e['p99_ms']:8.1f} {e['errors']:7d}"
+            f" {(e['scaling'] or 0):7.2f}x  {e['load_cpu_max_percent']:5.0f}"
+            + ("  WARNING: generator-bound" if e["generator_bound"] else "")
+            for e in entries
+        ),
+        f"scaling: req/s against {against}",
+    ]
+    return entries, lines
+
+
+def sweep(args: argparse.Namespace, machine: dict[str, Any], pool: LoadPool | None) -> None:
+    """The mix once per worker count, each on a fresh server and freshly filled wallets."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for workers in args.sweep:
+        print(f"\n== --workers {workers}", flush=True)
+        run_rows, run_notes = serve_and_run(args, workers, pool, {"mix"})
+        row = next(r for r in run_rows if r["scenario"] == "mix")
+        row["workers"] = workers
+        rows.append(row)
+        notes += [f"workers {workers}: {n}" for n in run_notes]
+    entries, lines = sweep_table(rows)
+    print(
+        f"\nworkers sweep: the mix, {args.mix_clients} clients, {args.mix_seconds:g} s per count,"
+        f" load from {processes(args.load_procs)}, {machine['cpus']} CPUs"
+    )
+    for line in lines:
+        print("  " + line)
+    warnings = [generator_warning(r) for r in rows if r["generator_bound"]]
+    for line in warnings:
+        print("  " + line)
+    result = {
+        "machine": machine,
+        "settings": {**settings(args), "workers": None, "workers_sweep": args.sweep},
+        "provenance": stamp(sys.argv),
+        "notes": notes,
+        "workers_sweep": entries,
+        "rows": rows,
+        "generator_warnings": warnings,
+    }
+    write_json(args.out / "throughput-sweep.json", result)
 
 
 def main() -> None:
@@ -960,52 +1439,15 @@ def main() -> None:
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
-    print(f"engram throughput: {machine['cpus']} CPUs, server in a subprocess, load from httpx")
-    with temporary_root() as root:
-        server = Server(root, free_port(), args.pool_max, args.server_command, args.workers)
-        started = time.perf_counter()
-        try:
-            server.start()
-            print(f"server up in {time.perf_counter() - started:.1f} s (pid {server.pid})")
-            with asyncio.Runner(loop_factory=loop_factory()) as runner:
-                rows, notes = runner.run(run(args, server))
-        finally:
-            server.stop()
-    summary = targets(rows)
-    print("\ntargets (from the issue):")
-    for line in summary:
-        print("  " + line)
-    args.out.mkdir(parents=True, exist_ok=True)
-    result = {
-        "machine": machine,
-        "settings": {
-            "command": "bench/throughput.py " + shlex.join(sys.argv[1:]),
-            "seconds": args.seconds, "mix_seconds": args.mix_seconds,
-            "concurrency": args.concurrency, "rates": args.rates,
-            "mix_clients": args.mix_clients, "mix": dict(MIX), "batch_size": BATCH_SIZE,
-            "recall_k": RECALL_K, "fill_per_wallet": FILL_PER_WALLET,
-            "max_in_flight": args.max_in_flight, "pool_max": args.pool_max,
-            "workers": args.workers,
-            "server_command": args.server_command,
-            "profiled": bool(args.profile),
-        },
-        "provenance": stamp(sys.argv),
-        "notes": notes,
-        "rows": rows,
-        "targets": TARGETS,
-        "target_summary": summary,
-    }  # fmt: skip
-    out = args.out / "throughput.json"
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(out)
-    print(f"\nwrote {out.relative_to(PROJECT) if out.is_relative_to(PROJECT) else out}")
-    png = args.out / "throughput.png"
-    title = f"Engram throughput ({machine['cpus']} CPUs, server + PostgreSQL + load on one host)"
-    if plot(rows, png, title):
-        print(f"wrote {png.relative_to(PROJECT) if png.is_relative_to(PROJECT) else png}")
-    else:
-        print("matplotlib not installed: no plot (pip install -e '.[bench]')")
+    print(
+        f"engram throughput: {machine['cpus']} CPUs, server in a subprocess, load from httpx in"
+        f" {processes(args.load_procs)}"
+    )
+    with load_pool(args.load_procs) as pool:
+        if args.workers_sweep:
+            sweep(args, machine, pool)
+        else:
+            single(args, machine, pool)
 
 
 if __name__ == "__main__":
