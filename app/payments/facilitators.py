@@ -1,8 +1,9 @@
 """Who verifies and settles a payment: Engram itself with a relayer key, or a remote facilitator.
 
 - `LocalFacilitator`: x402's in-process facilitator (`ExactEvmFacilitatorScheme`, and
-  `UptoEvmFacilitatorScheme` for variable-cost calls, over `FacilitatorWeb3Signer`): signature recovery, nonce unused on chain, balance, simulation, then
-  `transferWithAuthorization` sent and mined by Engram's own relayer. web3 is synchronous, so
+  `UptoEvmFacilitatorScheme` for variable-cost calls, over `FacilitatorWeb3Signer`): signature
+  recovery, nonce unused on chain, balance, simulation, then `transferWithAuthorization` (or
+  the upto proxy's `settle`) sent and mined by Engram's own relayer. web3 is synchronous, so
   every call runs in a worker thread, never on the event loop.
 - `HTTPFacilitatorClient` (x402's): x402.org for testnets, CDP or another one for mainnet.
 """
