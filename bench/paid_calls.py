@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas import PaymentRequired
 
 from app.auth.signature import sign_header
-from app.dev.chain import DevChain
+from app.dev.chain import DevChain, token_abi
 from tests.support.x402 import offer_of, sign_proof
 
 WARM_UP = 3  # calls per route and flow, not timed
@@ -94,12 +95,26 @@ def serve(
     raise SystemExit(f"{code}: no /ready")
 
 
-def transactions_since(chain: DevChain, first_block: int) -> int:
-    """Transactions mined in the blocks after `first_block` (up to the latest)."""
-    latest = chain.w3.eth.block_number
-    return sum(
-        chain.w3.eth.get_block_transaction_count(n) for n in range(first_block + 1, latest + 1)
-    )
+def transactions_since(chain: DevChain, first_block: int) -> Counter[str]:
+    """Transactions mined in the blocks after `first_block` (up to the latest), by the function
+    they call (the escrow's deposit, claim, settle...; USDC's transferWithAuthorization)."""
+    contracts = [chain.w3.eth.contract(abi=token_abi())]
+    if chain.escrow_address is not None:
+        contracts.insert(0, chain.escrow())
+    mined: Counter[str] = Counter()
+    for n in range(first_block + 1, chain.w3.eth.block_number + 1):
+        for tx in chain.w3.eth.get_block(n, full_transactions=True)["transactions"]:
+            mined[function_of(contracts, tx)] += 1
+    return mined
+
+
+def function_of(contracts: list[Any], tx: Any) -> str:
+    for contract in contracts:
+        try:
+            return str(contract.decode_function_input(tx["input"])[0].fn_name)
+        except ValueError:
+            continue
+    return "other"
 
 
 @dataclass
@@ -150,7 +165,7 @@ def free_calls(url: str, calls: int) -> Timings:
 class Round:
     timings: Timings
     paid_calls: int  # every paid call, warm-up and deposit included
-    transactions: int  # mined meanwhile (deposits included; the payer's funding not)
+    transactions: Counter[str]  # mined meanwhile, by function (the payer's funding not counted)
     deposit_ms: float | None = None
 
 
@@ -277,7 +292,7 @@ def main() -> None:
         mining = f"a block every {args.block_time} s" if args.block_time else "automine"
         print(f"dev chain: {mining}; scheme {args.scheme}")
         try:
-            totals = {code: Round(Timings(), 0, 0) for code in args.code}
+            totals = {code: Round(Timings(), 0, Counter()) for code in args.code}
             deposits: dict[Path, list[float]] = {code: [] for code in args.code}
             for round_ in range(args.rounds):
                 for code, (_, url) in servers.items():
@@ -289,11 +304,11 @@ def main() -> None:
                         done = exact_calls(url, chain, args.calls)
                     total.timings.merge(done.timings)
                     total.paid_calls += done.paid_calls
-                    total.transactions += done.transactions
+                    total.transactions.update(done.transactions)
                     if done.deposit_ms is not None:
                         deposits[code].append(done.deposit_ms)
                     print(f"round {round_ + 1} {code}: {done.paid_calls} paid calls,"
-                          f" {done.transactions} on-chain transactions")  # fmt: skip
+                          f" on-chain transactions {dict(done.transactions)}")  # fmt: skip
             for code, total in totals.items():
                 report(code, total, deposits[code], args)
         finally:
@@ -315,12 +330,14 @@ def report(code: Path, total: Round, deposits: list[float], args: argparse.Names
             if of == route and flow != "free":
                 ratio = percentile(times, 0.5) / percentile(free, 0.5)
                 print(f"  {route:6} paid, {flow}: {fmt_ms(times)}; paid/free p50 {ratio:.2f}x")
-    per_100 = 100 * total.transactions / total.paid_calls
-    deposit = f", {args.calls_per_deposit or 'minDeposit:'} calls per deposit" * (
-        args.scheme == "batch"
+    mined = sum(total.transactions.values())
+    per_100 = 100 * mined / total.paid_calls
+    sizing = (
+        f"{args.calls_per_deposit} calls" if args.calls_per_deposit else "the offer's minDeposit"
     )
-    print(f"  on-chain transactions: {total.transactions} for {total.paid_calls} paid calls"
-          f" ({per_100:.2f} per 100 paid calls{deposit})")  # fmt: skip
+    deposit = f", a deposit of {sizing}" * (args.scheme == "batch")
+    print(f"  on-chain transactions: {mined} for {total.paid_calls} paid calls"
+          f" ({per_100:.2f} per 100 paid calls{deposit}): {dict(total.transactions)}")  # fmt: skip
 
 
 def fmt_ms(values: list[float]) -> str:
