@@ -98,12 +98,17 @@ def proxy_list(name: str, raw: str) -> tuple[str, ...]:
     return entries
 
 
-# x402 schemes Engram can take: `exact` always; `batch-settlement` (payment channels) on request
+# x402 schemes Engram can take: `exact` always; `batch-settlement` (payment channels) on request,
+# or by default where it can be settled here (AUTO_SCHEMES)
 X402_SCHEMES = ("exact", "batch-settlement")
+AUTO_SCHEMES = "auto"
 
 
 def x402_schemes(name: str, raw: str) -> str:
-    """Comma-separated x402 schemes, `exact` among them; kept as written, blanks dropped."""
+    """Comma-separated x402 schemes, `exact` among them; kept as written, blanks dropped; or
+    `auto`."""
+    if raw.strip() == AUTO_SCHEMES:
+        return AUTO_SCHEMES
     schemes = comma_list(name, raw)
     unknown = [s for s in schemes if s not in X402_SCHEMES]
     if unknown or "exact" not in schemes:
@@ -337,9 +342,10 @@ class X402Settings(SettingsGroup):
     relayer_key: str | None = env("ENGRAM_X402_RELAYER_KEY", None, text, secret=True)
     max_timeout_seconds: int = env("ENGRAM_X402_MAX_TIMEOUT_SECONDS", 300, integer)
     # `exact,batch-settlement` also offers x402 payment channels (app/payments/channels.py): a
-    # deposit settled once, then vouchers with no on-chain step. Needs rpc_url + relayer_key.
-    # Not for production yet: nothing claims the vouchers (issue 36, point 3).
-    schemes: str = env("ENGRAM_X402_SCHEMES", "exact", x402_schemes)
+    # deposit settled once, then vouchers with no on-chain step, claimed later by the claimer
+    # (app/payments/claimer.py). Needs pay_to, rpc_url and relayer_key. `auto` (the default):
+    # channels are offered whenever those are set; `exact` opts out.
+    schemes: str = env("ENGRAM_X402_SCHEMES", AUTO_SCHEMES, x402_schemes)
     # A pending payment untouched this long has no settlement in flight: the reconciler asks
     # the chain (over rpc_url) whether it settled (app/payments/reconcile.py).
     reconcile_after_seconds: int = env("ENGRAM_X402_RECONCILE_AFTER_SECONDS", 120, integer)
@@ -365,7 +371,10 @@ class X402Settings(SettingsGroup):
 
     @property
     def channels(self) -> bool:
-        """Payment channels (x402 batch-settlement) are offered beside `exact`."""
+        """Payment channels (x402 batch-settlement) are offered beside `exact`: when listed, or
+        by default when this server can settle them itself (a relayer key over an RPC URL)."""
+        if self.schemes == AUTO_SCHEMES:
+            return bool(self.pay_to and self.relayer_key and self.rpc_url)
         return "batch-settlement" in self.schemes.split(",")
 
     # USD per kind of paid call (app/payments/prices.py), each ENGRAM_PRICE_<KIND>

@@ -1,7 +1,8 @@
 """x402 payment channels (the batch-settlement scheme): a deposit settled once, then vouchers.
 
-On with `ENGRAM_X402_SCHEMES=exact,batch-settlement` (off by default: nothing claims the vouchers
-on chain yet, issue 36 point 3). The protocol is x402's: its server scheme makes the offer
+Offered by default when Engram settles itself (a relayer key over an RPC URL), or with
+`ENGRAM_X402_SCHEMES=exact,batch-settlement`; `exact` opts out. The claimer (claimer.py) claims
+the vouchers on chain later. The protocol is x402's: its server scheme makes the offer
 (offers.py), its payload types and checks read the proof (proofs.py, and the named checks
 below), its facilitator verifies and settles deposits in process with the relayer key. What is
 Engram's is where the channel's state lives: in PostgreSQL, in the request's transaction.

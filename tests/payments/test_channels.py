@@ -1,4 +1,4 @@
-"""x402 payment channels (batch-settlement, ENGRAM_X402_SCHEMES=exact,batch-settlement) on the dev
+"""x402 payment channels (batch-settlement, offered by default with a relayer key) on the dev
 chain: x402's own client deposits once, then pays with vouchers that touch no chain; each voucher
 Engram refuses is refused with its own reason and changes nothing; vouchers on one channel take
 turns."""
@@ -121,11 +121,25 @@ async def voucher_count(database_url: str, payer: LocalAccount) -> int:
 # ---- the offer --------------------------------------------------------------------------------
 
 
-async def test_off_by_default_the_offer_is_exact_only(settings: Settings, dev: DevChain) -> None:
-    async with AsyncTestClient(app=create_app(paid_only(settings, dev))) as client:
+async def offered(app_settings: Settings) -> list[str]:
+    async with AsyncTestClient(app=create_app(app_settings)) as client:
         r = await client.post("/v1/store", json={"content": "x"}, headers=auth(Account.create()))
     required = decode_payment_required_header(r.headers["PAYMENT-REQUIRED"])
-    assert [a.scheme for a in required.accepts] == ["exact"]
+    return [a.scheme for a in required.accepts]
+
+
+async def test_on_by_default_with_a_relayer_key_and_exact_opts_out(
+    settings: Settings, dev: DevChain
+) -> None:
+    """A server that settles itself (relayer key over an RPC URL) offers channels unless
+    ENGRAM_X402_SCHEMES=exact; one paid through a remote facilitator alone offers exact."""
+    assert await offered(paid_only(settings, dev)) == ["exact", "batch-settlement"]
+    opted_out = changed(paid_only(settings, dev), x402={"schemes": "exact"})
+    assert await offered(opted_out) == ["exact"]
+    remote = changed(paid_only(settings, dev), x402={
+        "relayer_key": None, "facilitator_url": "http://127.0.0.1:9",
+    })  # fmt: skip
+    assert await offered(remote) == ["exact"]
 
 
 async def test_every_paid_route_offers_both_schemes(
