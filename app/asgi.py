@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -63,9 +64,9 @@ from app.payments.claimer import Claimer, claim_policy
 from app.payments.controller import PaymentsController
 from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
-from app.payments.network import configured_network
-from app.payments.reconcile import RECONCILE_EVERY_SECONDS, ChainReader, Reconciler
-from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service
+from app.payments.network import configured_networks
+from app.payments.reconcile import RECONCILE_EVERY_SECONDS, Reconciler, chain_readers
+from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service, other_rails
 from app.pinned.controller import PinnedController
 from app.pinned.service import PinnedService
 from app.relations.controller import RelationController
@@ -140,31 +141,32 @@ def create_app(settings: Settings | None = None) -> Litestar:
     wallet_verifier = WalletVerifier(auth.window_seconds)
     # Configured keys, or (none configured) the database's generated secret, loaded at startup.
     sessions = SessionTokens(parse_keys(auth.jwt_secrets), auth.session_ttl_seconds)
-    network = configured_network(settings.x402)
+    # the default network (ENGRAM_X402_NETWORK) first, then ENGRAM_X402_NETWORKS
+    networks = configured_networks(settings.x402)
+    network = networks[0]
+    facilitator = build_facilitator(settings.x402, network.caip2)
     x402 = X402Service(
         network=network,
         pay_to=settings.x402.pay_to,
-        facilitator=build_facilitator(settings.x402, network.caip2),
+        facilitator=facilitator,
         # Redis when configured (shared by every instance), else the database's advisory locks
         guard=SharedStoreGuard(shared, settings.x402.max_timeout_seconds)
         if settings.database.redis_url
         else PostgresGuard(),
         max_timeout_seconds=settings.x402.max_timeout_seconds,
         channels=build_channels(settings.x402, network.caip2),
+        others=other_rails(settings.x402, networks, facilitator is not None),
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
     console_sessions = ConsoleSessions(auth.console_session_ttl_seconds)
     usage = UsageService(free_tier, network.decimals)
-    rpc_url = settings.x402.rpc_url
-    reconciler = Reconciler(
-        ChainReader(rpc_url) if rpc_url else None, settings.x402.reconcile_after_seconds
-    )
-    # payment channels' claims, refunds and settlements (app/payments/claimer.py)
-    claimer = (
-        Claimer(x402.channels, network.caip2, claim_policy(settings.x402, network.decimals))
-        if x402.channels
-        else None
-    )
+    reconciler = Reconciler(chain_readers(settings.x402), settings.x402.reconcile_after_seconds)
+    # payment channels' claims, refunds and settlements (app/payments/claimer.py), one claimer
+    # per network with channels: each claims on its own chain
+    claimers = [
+        Claimer(channels, on.caip2, claim_policy(settings.x402, on.decimals))
+        for on, channels in x402.all_channels()
+    ]
 
     mcp = McpEndpoint(_version(), settings.limits.max_body_bytes)
 
@@ -201,10 +203,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             if x402.enabled:  # on start, then on a timer
                 timers.append(every(RECONCILE_EVERY_SECONDS, lambda: reconciler.run_once(ledger),
                                     "payment reconciler"))  # fmt: skip
-            if claimer is not None:  # on start, then on a timer
-                claim_every = settings.x402.claim_every_seconds
-                timers.append(every(claim_every, lambda: claimer.run_once(ledger),
-                                    "channel claimer"))  # fmt: skip
+            for claimer in claimers:  # on start, then on a timer
+                timers.append(every(settings.x402.claim_every_seconds,
+                                    functools.partial(claimer.run_once, ledger),
+                                    f"channel claimer ({claimer.network})"))  # fmt: skip
             running = [asyncio.create_task(timer) for timer in timers]
             try:
                 yield

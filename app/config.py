@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
@@ -325,6 +326,128 @@ class LLMSettings(SettingsGroup):
     model: str | None = env("ENGRAM_LLM_MODEL", None, text)  # None -> gpt-4o-mini
 
 
+# ---- x402 on more than one network ------------------------------------------------------------
+# ENGRAM_X402_NETWORKS lists networks taken beside the default one (ENGRAM_X402_NETWORK, set up by
+# the single-network variables of X402Settings, which keep their meaning). Each listed network
+# is set up by variables of its own, ENGRAM_X402_<NAME>_<SETTING> (<NAME> upper-cased, `-` as
+# `_`: ENGRAM_X402_ARBITRUM_RPC_URL); app/payments/network.py resolves what each one leaves
+# unset. Per-network variables rather than one JSON value: a relayer key can then come from a
+# secret store on its own, and each value is read (and refused) by name.
+
+NETWORK_SETTINGS = {  # <SETTING> -> ExtraNetwork field
+    "PAY_TO": "pay_to",
+    "FACILITATOR_URL": "facilitator_url",
+    "RPC_URL": "rpc_url",
+    "RELAYER_KEY": "relayer_key",
+    "ASSET": "asset",
+    "ASSET_NAME": "asset_name",
+    "ASSET_VERSION": "asset_version",
+    "ASSET_DECIMALS": "asset_decimals",
+}
+NETWORK_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
+
+
+@dataclass(frozen=True)
+class ExtraNetwork:
+    """A network payments are also taken on: its ENGRAM_X402_<NAME>_* values as written (None:
+    unset)."""
+
+    name: str
+    pay_to: str | None = None
+    facilitator_url: str | None = None
+    rpc_url: str | None = None
+    relayer_key: str | None = field(default=None, repr=False)
+    asset: str | None = None
+    asset_name: str | None = None
+    asset_version: str | None = None
+    asset_decimals: int | None = None
+
+
+def network_prefix(name: str) -> str:
+    """Where a listed network's own variables start: `arbitrum-sepolia` ->
+    `ENGRAM_X402_ARBITRUM_SEPOLIA_`."""
+    return f"ENGRAM_X402_{name.upper().replace('-', '_')}_"
+
+
+def network_names(name: str, raw: str) -> tuple[str, ...]:
+    names = comma_list(name, raw)
+    for entry in names:
+        if not NETWORK_NAME_RE.match(entry):
+            raise SystemExit(f"{name} lists {entry!r}: a network name such as arbitrum")
+    if len(set(names)) != len(names):
+        raise SystemExit(f"{name} lists a network twice: {raw!r}")
+    return names
+
+
+@dataclass(frozen=True)
+class EnvNetworks:
+    """ENGRAM_X402_NETWORKS and each listed network's own variables, read into ExtraNetworks.
+
+    Strict: a per-network variable with a setting Engram does not know, or for a network the
+    list does not name, stops the start (a typo would otherwise leave a network unconfigured,
+    or configured on the wrong chain)."""
+
+    name: str = "ENGRAM_X402_NETWORKS"
+
+    def variables(self) -> list[EnvVar[Any]]:
+        return [EnvVar(self.name, (), network_names)]
+
+    def read(self, environ: Mapping[str, str]) -> tuple[ExtraNetwork, ...]:
+        names = self.variables()[0].read(environ)
+        prefixes = {network_prefix(n): n for n in names}
+        for key in environ:
+            self._check_variable(key, prefixes)
+        return tuple(self._network(name, environ) for name in names)
+
+    def _network(self, name: str, environ: Mapping[str, str]) -> ExtraNetwork:
+        values: dict[str, Any] = {}
+        for setting, attribute in NETWORK_SETTINGS.items():
+            variable = network_prefix(name) + setting
+            raw = environ.get(variable)
+            if raw:
+                parse = integer_or_none if setting == "ASSET_DECIMALS" else text
+                values[attribute] = parse(variable, raw)
+        return ExtraNetwork(name, **values)
+
+    def _check_variable(self, key: str, prefixes: Mapping[str, str]) -> None:
+        if not key.startswith("ENGRAM_X402_") or key in _declared_variables():
+            return
+        listed = [p for p in prefixes if key.startswith(p)]
+        if listed:  # the longest: ARBITRUM_SEPOLIA_ before ARBITRUM_
+            setting = key.removeprefix(max(listed, key=len))
+            if setting not in NETWORK_SETTINGS:
+                raise SystemExit(
+                    f"{key}: {setting} is not a network setting; a network listed in {self.name}"
+                    f" takes {', '.join(NETWORK_SETTINGS)}"
+                )
+            return
+        for setting in NETWORK_SETTINGS:
+            network = key.removeprefix("ENGRAM_X402_").removesuffix("_" + setting)
+            if key.endswith("_" + setting) and network:
+                raise SystemExit(
+                    f"{key} is set, but {self.name} does not list the network"
+                    f" {network.lower().replace('_', '-')!r} (the default network,"
+                    " ENGRAM_X402_NETWORK, is set up by ENGRAM_X402_PAY_TO, ENGRAM_X402_RPC_URL"
+                    " and the other single-network variables)"
+                )
+
+
+def _declared_variables() -> set[str]:
+    """Every variable a settings group declares (the default network's among them)."""
+    return {
+        var.name
+        for group in Settings.groups().values()
+        for f in fields(group)
+        if ENV_KEY in f.metadata
+        for var in f.metadata[ENV_KEY].variables()
+    }
+
+
+def env_networks() -> tuple[ExtraNetwork, ...]:
+    """The networks setting (see EnvNetworks)."""
+    return field(default=(), metadata={ENV_KEY: EnvNetworks()})
+
+
 @dataclass(frozen=True)
 class X402Settings(SettingsGroup):
     """Where payments go and who settles them (see app/payments/). Payments are accepted when
@@ -381,6 +504,8 @@ class X402Settings(SettingsGroup):
     prices_usd: dict[str, Decimal] = env_family(  # noqa: RUF009
         "ENGRAM_PRICE_", DEFAULT_PRICES_USD, usd_amount
     )
+    # Networks taken beside ENGRAM_X402_NETWORK, each with its own ENGRAM_X402_<NAME>_* variables
+    networks: tuple[ExtraNetwork, ...] = env_networks()
 
 
 @dataclass(frozen=True)

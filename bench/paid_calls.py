@@ -60,7 +60,7 @@ from app.dev.chain import DevChain, token_abi
 from tests.support.x402 import offer_of, sign_proof
 
 WARM_UP = 3  # calls per route and flow, not timed
-ROUTES: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
+ROUTES = {
     "store": ("/v1/store", lambda i: {"content": f"paid call {i} {uuid.uuid4()}"}),
     "recall": ("/v1/recall", lambda i: {"query": f"what happened in call {i}?"}),
 }

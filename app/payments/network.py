@@ -2,6 +2,12 @@
 
 USDC addresses and EIP-712 domains per network come from the x402 package's own defaults (they
 differ: "USD Coin" on Base, "USDC" on Base Sepolia; the wrong one fails as a bad signature).
+
+An operator may take payments on several networks at once (ENGRAM_X402_NETWORKS, app/config.py):
+the default one (ENGRAM_X402_NETWORK) set up by the single-network variables, and each other
+one by its own ENGRAM_X402_<NAME>_* variables. `network_settings` resolves each into the
+settings the default network would have, so every network is built the same way (its token,
+facilitator or relayer, payment channels, reconciler reads).
 """
 
 from __future__ import annotations
@@ -10,8 +16,9 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from x402.mechanisms.evm.default_assets import get_default_asset
+from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
 
-from app.config import X402Settings
+from app.config import ExtraNetwork, X402Settings, network_prefix
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,11 @@ class Network:
             raise ValueError(f"${usd} is not a whole number of token units")
         return int(units)
 
+    @property
+    def v1(self) -> bool:
+        """x402 v1 names this network (v1 clients know a network by name, not chain id)."""
+        return V1_NETWORK_CHAIN_IDS.get(self.name) == self.chain_id
+
 
 def _network(name: str, chain_id: int) -> Network:
     caip2 = f"eip155:{chain_id}"
@@ -46,26 +58,40 @@ def _network(name: str, chain_id: int) -> Network:
     )
 
 
-NETWORKS = {"base": _network("base", 8453), "base-sepolia": _network("base-sepolia", 84532)}
+# The EVM networks whose USDC x402 knows (EIP-3009, so `exact` and payment channels take it),
+# by the names x402 v1 gives them where it has one.
+NETWORKS = {
+    network.name: network
+    for network in (
+        _network("base", 8453),
+        _network("base-sepolia", 84532),
+        _network("arbitrum", 42161),
+        _network("arbitrum-sepolia", 421614),
+        _network("polygon", 137),
+        _network("avalanche", 43114),
+        _network("ethereum", 1),
+    )
+}
 
 
-def network_named(name: str) -> Network:
+def network_named(name: str, variable: str = "ENGRAM_X402_NETWORK") -> Network:
     try:
         return NETWORKS[name]
     except KeyError:
         raise SystemExit(
-            f"ENGRAM_X402_NETWORK={name!r} is not supported; use one of {sorted(NETWORKS)}"
+            f"{variable} names {name!r}, which is not supported; use one of {sorted(NETWORKS)}"
         ) from None
 
 
-def configured_network(x402: X402Settings) -> Network:
-    """The named network, with its token replaced when one is configured."""
+def configured_network(x402: X402Settings, prefix: str = "ENGRAM_X402_") -> Network:
+    """The named network, with its token replaced when one is configured (`prefix`: where its
+    variables start, for the error)."""
     network = network_named(x402.network)
     if x402.asset is None:
         return network
     if not (x402.asset_name and x402.asset_version):
         raise SystemExit(
-            "ENGRAM_X402_ASSET needs ENGRAM_X402_ASSET_NAME and ENGRAM_X402_ASSET_VERSION (the"
+            f"{prefix}ASSET needs {prefix}ASSET_NAME and {prefix}ASSET_VERSION (the"
             " token's EIP-712 domain), or payments would fail as bad signatures"
         )
     return replace(
@@ -75,3 +101,56 @@ def configured_network(x402: X402Settings) -> Network:
         asset_version=x402.asset_version,
         decimals=x402.asset_decimals or network.decimals,
     )
+
+
+def network_settings(x402: X402Settings) -> tuple[X402Settings, ...]:
+    """Each network payments are taken on, as the settings the default network would have: the
+    default first (`x402` itself), then each of ENGRAM_X402_NETWORKS. A listed network takes
+    the default's payTo and relayer key unless it sets its own (an EVM address and key are
+    the same on every chain; the relayer needs gas money on each), and nothing else: its RPC
+    URL, facilitator and token are its own, and the CDP key serves the default network only."""
+    network_named(x402.network)
+    for extra in x402.networks:
+        network_named(extra.name, "ENGRAM_X402_NETWORKS")  # names one NETWORKS knows
+        if extra.name == x402.network:
+            raise SystemExit(
+                f"ENGRAM_X402_NETWORKS lists {extra.name!r}, the default network"
+                " (ENGRAM_X402_NETWORK): list only the others"
+            )
+    return (x402, *(_settings_of(x402, extra) for extra in x402.networks))
+
+
+def _settings_of(x402: X402Settings, extra: ExtraNetwork) -> X402Settings:
+    return replace(
+        x402,
+        network=extra.name,
+        pay_to=extra.pay_to or x402.pay_to,
+        facilitator_url=extra.facilitator_url,
+        cdp_api_key_id=None,
+        cdp_api_key_secret=None,
+        rpc_url=extra.rpc_url,
+        relayer_key=extra.relayer_key or x402.relayer_key,
+        asset=extra.asset,
+        asset_name=extra.asset_name,
+        asset_version=extra.asset_version,
+        asset_decimals=extra.asset_decimals,
+        networks=(),
+    )
+
+
+def configured_networks(x402: X402Settings) -> tuple[Network, ...]:
+    """Every network payments are taken on, the default first, each with its token. Their
+    tokens must count in the same unit (usage reports and prices are in one)."""
+    default, *others = network_settings(x402)
+    networks = (
+        configured_network(default),
+        *(configured_network(view, network_prefix(view.network)) for view in others),
+    )
+    for network in networks[1:]:
+        if network.decimals != networks[0].decimals:
+            raise SystemExit(
+                f"{network_prefix(network.name)}ASSET_DECIMALS: the token on {network.name} has"
+                f" {network.decimals} decimals, the default network's {networks[0].decimals};"
+                " every network's token must have the same"
+            )
+    return networks

@@ -1,8 +1,10 @@
 """Engram's own payment offers and the 402 challenge that carries them.
 
-One offer per paid call: scheme `exact`, USDC on the configured network, the handler's price,
+One offer per paid call and network: scheme `exact`, USDC on that network, the handler's price,
 Engram's payTo; with payment channels on (ENGRAM_X402_SCHEMES), the v2 challenge also lists a
-`batch-settlement` entry, made by x402's own server scheme (channels.py). The challenge is
+`batch-settlement` entry, made by x402's own server scheme (channels.py). With several networks
+(ENGRAM_X402_NETWORKS) the challenge lists each network's entries, the default network's first;
+a proof is then checked against the offer of the network it names (proofs.py). The challenge is
 readable by every kind of client at once (docs/api-contract.md, "Payments (x402)"): the v2
 `PAYMENT-REQUIRED` header, the v1 JSON body (`x402Version`, `accepts`), and the contract's
 `{"error": {...}}` object (never the v1 string, which crashes MemoClaw's SDK). Each declares the
@@ -133,16 +135,22 @@ OFFERS_KEPT = 256
 
 
 @functools.lru_cache(maxsize=OFFERS_KEPT)
-def payment_required_header(offer: Offer, error: str) -> str:
-    """The v2 challenge, base64 JSON as x402 encodes it."""
+def payment_required_header(offers: tuple[Offer, ...], error: str) -> str:
+    """The v2 challenge, base64 JSON as x402 encodes it: per network (the default first), its
+    `exact` entry and its `batch-settlement` one when channels are on."""
     payment_required = PaymentRequired(
         error=error,
-        resource=offer.resource(),
-        accepts=[offer.requirements(), *filter(None, [offer.channel_requirements()])],
+        resource=offers[0].resource(),
+        accepts=[
+            requirements
+            for offer in offers
+            for requirements in (offer.requirements(), offer.channel_requirements())
+            if requirements is not None
+        ],
         extensions={
             # idempotency keys are honoured (app/payments/service.py `_check_ledger`), not required
             PAYMENT_IDENTIFIER: declare_payment_identifier_extension(),
-            **offer.discovery_extensions(),
+            **offers[0].discovery_extensions(),
         },
     )
     return encode_payment_required_header(payment_required)
@@ -154,8 +162,16 @@ def _accepts_v1(offer: Offer) -> dict[str, Any]:
 
 
 def challenge(
-    offer: Offer, message: str, reason: str | None = None, details: dict[str, Any] | None = None
+    offer: Offer,
+    message: str,
+    reason: str | None = None,
+    details: dict[str, Any] | None = None,
+    *,
+    others: tuple[Offer, ...] = (),
 ) -> Challenge:
+    """The 402 for `offer` (the default network's, which the contract's details describe) and
+    the same call's `others` (one per further network). The v1 body lists the networks x402 v1
+    has names for: a v1 client knows a network by name only."""
     body = error_body(
         "PAYMENT_REQUIRED",
         message,
@@ -170,8 +186,10 @@ def challenge(
         },
     )
     body["x402Version"] = 1
-    body["accepts"] = [dict(_accepts_v1(offer))]  # its own copy; the schemas inside are shared
+    # each its own copy; the schemas inside are shared
+    body["accepts"] = [dict(_accepts_v1(o)) for o in (offer, *others) if o is offer or o.network.v1]
+    offers = (offer, *others)
     return Challenge(
-        headers={PAYMENT_REQUIRED_HEADER: payment_required_header(offer, reason or message)},
+        headers={PAYMENT_REQUIRED_HEADER: payment_required_header(offers, reason or message)},
         body=body,
     )

@@ -15,16 +15,27 @@ from typing import Any
 
 from pydantic import ValidationError
 from x402.extensions.payment_identifier import PAYMENT_IDENTIFIER, validate_payment_identifier
+from x402.mechanisms.evm.batch_settlement.errors import (
+    ERR_NETWORK_MISMATCH as ERR_CHANNEL_NETWORK_MISMATCH,
+)
 from x402.mechanisms.evm.batch_settlement.errors import ERR_VOUCHER_PAYLOAD
 from x402.mechanisms.evm.batch_settlement.types import (
     ChannelConfig,
     is_deposit_payload,
     is_voucher_payload,
 )
-from x402.mechanisms.evm.batch_settlement.utils import is_canonical_channel_id
-from x402.schemas import PaymentPayload, PaymentRequirements
+from x402.mechanisms.evm.batch_settlement.utils import (
+    channel_id_binding_error,
+    is_canonical_channel_id,
+)
+from x402.mechanisms.evm.constants import ERR_NETWORK_MISMATCH
+from x402.mechanisms.evm.eip712 import hash_eip3009_authorization
+from x402.mechanisms.evm.types import ExactEIP3009Authorization
+from x402.mechanisms.evm.verify import verify_eoa_signature
+from x402.schemas import PaymentPayload
 
 from app.kit.json_input import UnreadableJson, decode_base64_json
+from app.payments.network import Network
 from app.payments.offers import CHANNEL_SCHEME, SCHEME, Offer
 
 V2_HEADER = "payment-signature"
@@ -122,8 +133,22 @@ def carries_proof(headers: Mapping[str, str]) -> bool:
     return bool(headers.get(V2_HEADER) or headers.get(V1_HEADER))
 
 
-def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
-    """The proof in the request, if any, in v2 form with Engram's own requirements attached."""
+def _offer_named(network: str, version: int, offer: Offer, others: tuple[Offer, ...]) -> Offer:
+    """The offer for the network a proof names (v2: its CAIP-2 id; v1: its x402 v1 name, which
+    not every network has); `offer`, the default network's, when it names none of them, which
+    its network check then refuses."""
+    for candidate in others:
+        if version == 2 and network == candidate.network.caip2:
+            return candidate
+        if version == 1 and candidate.network.v1 and network == candidate.network.name:
+            return candidate
+    return offer
+
+
+def read_proof(headers: dict[str, str], offer: Offer, *others: Offer) -> Proof | None:
+    """The proof in the request, if any, in v2 form with Engram's own requirements attached:
+    those of the offer for the network it names (`offer`, the default network's, or one of
+    `others`), found again by `payload.accepted.network`."""
     raw, header = headers.get(V2_HEADER), V2_HEADER
     if not raw:
         raw, header = headers.get(V1_HEADER), V1_HEADER
@@ -142,6 +167,7 @@ def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
         scheme, network = str(accepted.get("scheme", "")), str(accepted.get("network", ""))
     else:
         scheme, network = str(data.get("scheme", "")), str(data.get("network", ""))
+    offer = _offer_named(network, version, offer, others)
     try:
         # Engram's own resource and bazaar declaration, never the client's echo of them: what
         # the facilitator is handed is what a catalogue lists
@@ -158,11 +184,12 @@ def read_proof(headers: dict[str, str], offer: Offer) -> Proof | None:
 
 
 def read_channel_proof(
-    headers: Mapping[str, str], offer: Offer, requirements: PaymentRequirements
+    headers: Mapping[str, str], offer: Offer, *others: Offer
 ) -> ChannelProof | None:
     """The request's proof when it pays on a channel (a v2 proof whose `accepted.scheme` is
     batch-settlement); None for any other proof, which the `exact` path reads. Its shape is
-    checked with x402's own payload discriminators."""
+    checked with x402's own payload discriminators; its requirements are the channel offer of
+    the network it names (found again by `payload.accepted.network`)."""
     raw = headers.get(V2_HEADER)
     if not raw:
         return None
@@ -172,6 +199,9 @@ def read_channel_proof(
         return None
     if data.get("x402Version") != 2:
         raise PaymentRejected("invalid_x402_version", "Payment channels are x402 v2 only")
+    offer = _offer_named(str(accepted.get("network", "")), 2, offer, others)
+    requirements = offer.channel_requirements()
+    assert requirements is not None  # channels are on: read only then
     inner = data.get("payload")
     if not isinstance(inner, dict) or not (is_deposit_payload(inner) or is_voucher_payload(inner)):
         raise PaymentRejected(
@@ -285,3 +315,55 @@ def check_against_offer(proof: Proof, offer: Offer, now: int) -> None:
     check_pay_to(proof, offer)
     check_amount(proof, offer)
     check_time_window(proof, now)
+
+
+# ---- with several networks: a payment made for one of them, naming another -----------------
+
+
+def signed_on(proof: Proof, network: Network) -> bool:
+    """Whether the authorization's signature recovers to its payer under `network`'s token
+    domain (EIP-712: token name and version, chain id, token address), by x402's own hash and
+    recovery. A contract wallet's signature recovers under none."""
+    auth = proof.authorization
+    digest = hash_eip3009_authorization(
+        ExactEIP3009Authorization(
+            auth.payer, auth.pay_to, str(auth.value), str(auth.valid_after),
+            str(auth.valid_before), auth.nonce,
+        ),
+        network.chain_id, network.asset, network.asset_name, network.asset_version,
+    )  # fmt: skip
+    try:
+        signature = bytes.fromhex(str(proof.payload.payload["signature"]).removeprefix("0x"))
+        return verify_eoa_signature(digest, signature, auth.payer)
+    except ValueError:  # not a 65-byte ECDSA signature: a contract wallet's, or garbage
+        return False
+
+
+def check_signed_for_network(proof: Proof, offer: Offer, others: tuple[Offer, ...]) -> None:
+    """An authorization signed for another of this server's networks than the one its proof
+    names is refused as such, before anything is verified or settled (the named network's
+    facilitator would only see a bad signature). One signed for none is left to the
+    facilitator to judge."""
+    if not others or signed_on(proof, offer.network):
+        return
+    for other in others:
+        if signed_on(proof, other.network):
+            raise PaymentRejected(
+                ERR_NETWORK_MISMATCH,
+                f"The authorization is signed for {other.network.caip2}, but the proof names"
+                f" {offer.network.caip2}; pay the {other.network.caip2} offer as it is",
+            )
+
+
+def check_channel_for_network(proof: ChannelProof, offer: Offer, others: tuple[Offer, ...]) -> None:
+    """A channel on another of this server's networks than the one its payment names (a
+    channel's id is the hash of its config and chain) is refused as such."""
+    if not channel_id_binding_error(proof.config, proof.channel_id, offer.network.caip2):
+        return
+    for other in others:
+        if not channel_id_binding_error(proof.config, proof.channel_id, other.network.caip2):
+            raise PaymentRejected(
+                ERR_CHANNEL_NETWORK_MISMATCH,
+                f"The channel is on {other.network.caip2}, but the payment names"
+                f" {offer.network.caip2}; pay the {other.network.caip2} offer as it is",
+            )

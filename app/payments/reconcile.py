@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
 from web3 import Web3
 
+from app.config import X402Settings
 from app.payments import repository
+from app.payments.network import configured_networks, network_settings
 
 log = logging.getLogger("engram.payments.reconcile")
 
@@ -41,7 +44,8 @@ RECONCILE_EVERY_SECONDS = 30.0
 
 
 class ChainReader:
-    """Asks the token whether a payer's authorization nonce is used (over ENGRAM_X402_RPC_URL)."""
+    """Asks the token whether a payer's authorization nonce is used (over the RPC URL of the
+    network it is on: ENGRAM_X402_RPC_URL, or ENGRAM_X402_<NAME>_RPC_URL)."""
 
     def __init__(self, rpc_url: str) -> None:
         self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 10}))
@@ -63,9 +67,18 @@ class Reconciled:
     unresolved: int = 0
 
 
+def chain_readers(x402: X402Settings) -> dict[str, ChainReader]:
+    """A reader per network with an RPC URL, by CAIP-2 id (a ledger row's `network`)."""
+    return {
+        network.caip2: ChainReader(view.rpc_url)
+        for network, view in zip(configured_networks(x402), network_settings(x402), strict=True)
+        if view.rpc_url
+    }
+
+
 class Reconciler:
-    def __init__(self, chain: ChainReader | None, after_seconds: float) -> None:
-        self.chain = chain
+    def __init__(self, chains: Mapping[str, ChainReader], after_seconds: float) -> None:
+        self.chains = chains  # by network (CAIP-2): a row is checked on its own network's chain
         self.after_seconds = after_seconds
 
     async def run_once(self, ledger: asyncpg.Pool) -> Reconciled:
@@ -88,13 +101,15 @@ class Reconciler:
         return done
 
     async def _settled_on_chain(self, row: asyncpg.Record) -> bool | None:
-        """True or False, or None when nothing can tell (no RPC configured, or it failed)."""
+        """True or False, or None when nothing can tell (no RPC configured for the row's network,
+        or it failed)."""
         if row["tx_hash"]:
             return True
-        if self.chain is None:
+        chain = self.chains.get(row["network"])
+        if chain is None:
             return None
         try:
-            return await self.chain.nonce_used(row["asset"], row["payer"], row["nonce"])
+            return await chain.nonce_used(row["asset"], row["payer"], row["nonce"])
         except Exception:
             log.exception("could not read the payment's nonce on chain; retried next run")
             return None

@@ -120,7 +120,7 @@ async def pending_before(
 ) -> list[asyncpg.Record]:
     """Pending payments untouched for `seconds`: the reconciler's work, across all wallets."""
     rows: list[asyncpg.Record] = await conn.fetch(
-        """SELECT id, wallet, payer, nonce, asset, tx_hash, valid_before FROM payments
+        """SELECT id, wallet, payer, nonce, network, asset, tx_hash, valid_before FROM payments
            WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1)
            ORDER BY created_at LIMIT $2""",
         seconds, limit,

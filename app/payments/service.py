@@ -28,18 +28,21 @@ import asyncpg
 from x402.http.utils import encode_payment_response_header
 from x402.schemas import SettleResponse
 
+from app.config import X402Settings, network_prefix
 from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
 from app.payments import repository
-from app.payments.channels import ChannelCharge, Channels
+from app.payments.channels import ChannelCharge, Channels, build_channels
 from app.payments.discovery import Discovery
-from app.payments.facilitators import Facilitator
-from app.payments.network import Network
+from app.payments.facilitators import Facilitator, build_facilitator
+from app.payments.network import Network, network_settings
 from app.payments.offers import Offer, challenge
 from app.payments.proofs import (
     ChannelProof,
     PaymentRejected,
     Proof,
     check_against_offer,
+    check_channel_for_network,
+    check_signed_for_network,
     read_channel_proof,
     read_proof,
 )
@@ -219,11 +222,62 @@ def receipt_header(charge: X402Charge, receipt: SettleResponse) -> dict[str, str
     return {PAYMENT_RESPONSE_HEADER[version]: encode_payment_response_header(receipt)}
 
 
+def _named(offers: tuple[Offer, ...], network: str) -> tuple[Offer, tuple[Offer, ...]]:
+    """The offer a read proof was checked against (its `accepted.network`), and the others."""
+    offer = next(o for o in offers if o.network.caip2 == network)
+    return offer, tuple(o for o in offers if o is not offer)
+
+
 def request_fingerprint(method: str, path: str, query: str, body: bytes) -> bytes:
     """What makes two requests "the same request" for an idempotent replay."""
     return hashlib.sha256(
         b"\x1f".join([method.encode(), path.encode(), query.encode(), body])
     ).digest()
+
+
+@dataclass(frozen=True)
+class Rail:
+    """A network payments are also taken on (ENGRAM_X402_NETWORKS), beside the default one: its
+    token, payTo, and who settles there (its own facilitator or relayer, its own channels)."""
+
+    network: Network
+    pay_to: str
+    facilitator: Facilitator
+    channels: Channels | None = None
+
+
+def other_rails(
+    x402: X402Settings, networks: tuple[Network, ...], default_settles: bool
+) -> tuple[Rail, ...]:
+    """ENGRAM_X402_NETWORKS's networks (`networks[1:]`, as configured_networks made them), each
+    settled by its own facilitator or relayer, with its own channels when they are on. A network
+    listed that could not be paid or settled stops the start, named."""
+    rails = []
+    for network, view in zip(networks[1:], network_settings(x402)[1:], strict=True):
+        prefix = network_prefix(network.name)
+        if not (default_settles and x402.pay_to):
+            raise SystemExit(
+                "ENGRAM_X402_NETWORKS adds networks to the default one: set that one up first"
+                " (ENGRAM_X402_PAY_TO and a facilitator, or ENGRAM_X402_RPC_URL and"
+                " ENGRAM_X402_RELAYER_KEY)"
+            )
+        facilitator = build_facilitator(view, network.caip2)
+        if facilitator is None:
+            raise SystemExit(
+                f"ENGRAM_X402_NETWORKS lists {network.name}, which nothing settles: set"
+                f" {prefix}FACILITATOR_URL, or {prefix}RPC_URL with a relayer key"
+                f" ({prefix}RELAYER_KEY, or ENGRAM_X402_RELAYER_KEY)"
+            )
+        if view.channels and not (view.rpc_url and view.relayer_key):
+            # asked for (ENGRAM_X402_SCHEMES=exact,batch-settlement); by default (auto) a
+            # network offers channels only where its relayer can settle them
+            raise SystemExit(
+                "ENGRAM_X402_SCHEMES offers payment channels, which settle with the relayer key"
+                f" over each network's RPC: set {prefix}RPC_URL (and a relayer key)"
+            )
+        assert view.pay_to is not None  # the default's, at least
+        rails.append(Rail(network, view.pay_to, facilitator, build_channels(view, network.caip2)))
+    return tuple(rails)
 
 
 class X402Service:
@@ -235,19 +289,50 @@ class X402Service:
         guard: InFlightGuard,
         max_timeout_seconds: int,
         channels: Channels | None = None,
+        others: tuple[Rail, ...] = (),
     ) -> None:
-        self.network = network
+        self.network = network  # the default network (ENGRAM_X402_NETWORK) and how it settles
         self.pay_to = pay_to
         self.facilitator = facilitator
         self.guard = guard
         self.max_timeout_seconds = max_timeout_seconds
         self.channels = channels  # x402 payment channels, offered beside `exact` when set
+        self.others = others  # further networks, offered after the default one
 
     @property
     def enabled(self) -> bool:
         return bool(self.pay_to and self.facilitator)
 
+    def _other(self, network: Network) -> Rail | None:
+        return next((rail for rail in self.others if rail.network == network), None)
+
+    def facilitator_on(self, network: Network) -> Facilitator | None:
+        """Who verifies and settles `exact` payments on `network`."""
+        rail = self._other(network)
+        return self.facilitator if rail is None else rail.facilitator
+
+    def channels_on(self, network: Network) -> Channels | None:
+        """`network`'s payment channels (each network's deposits settle on its own chain)."""
+        rail = self._other(network)
+        return self.channels if rail is None else rail.channels
+
+    def all_channels(self) -> tuple[tuple[Network, Channels], ...]:
+        """Each network's payment channels (none when they are off), the default's first: each
+        network's claims are sent on its own chain."""
+        pairs = [(self.network, self.channels), *((r.network, r.channels) for r in self.others)]
+        return tuple((network, channels) for network, channels in pairs if channels is not None)
+
+    def offers(self, call: PaidCall, price: Decimal) -> tuple[Offer, ...]:
+        """The call's offer on each network, the default network's first."""
+        first = self.offer(call, price)
+        return (first, *(
+            replace(first, network=rail.network, pay_to=rail.pay_to,
+                    channels=rail.channels.scheme if rail.channels else None)
+            for rail in self.others
+        ))  # fmt: skip
+
     def offer(self, call: PaidCall, price: Decimal) -> Offer:
+        """The call's offer on the default network."""
         return Offer(
             network=self.network,
             pay_to=self.pay_to or "",
@@ -274,19 +359,23 @@ class X402Service:
                 {"price_usd": str(price)},
                 headers,
             )
-        c = challenge(self.offer(call, price), message, reason)
+        first, *others = self.offers(call, price)
+        c = challenge(first, message, reason, others=tuple(others))
         raise PaymentRequired(message, headers={**c.headers, **(headers or {})}, body=c.body)
 
     def proof_of(self, call: PaidCall, price: Decimal) -> tuple[Offer, Proof] | None:
-        """The call's proof, checked against Engram's offer; None when it carries none."""
+        """The call's proof, checked against Engram's offer on the network it names; None when
+        it carries none."""
         if not self.enabled:
             return None
-        offer = self.offer(call, price)
+        offers = self.offers(call, price)
         try:
-            proof = read_proof(dict(call.headers), offer)
+            proof = read_proof(dict(call.headers), *offers)
             if proof is None:
                 return None
+            offer, others = _named(offers, proof.payload.accepted.network)
             check_against_offer(proof, offer, int(time.time()))
+            check_signed_for_network(proof, offer, others)
         except PaymentRejected as rejected:
             self.require_payment(call, price, rejected.message, rejected.reason)
         return offer, proof
@@ -294,28 +383,32 @@ class X402Service:
     # ---- payment channels (channels.py): a deposit settles on chain, a voucher does not ----
 
     def channel_proof_of(self, call: PaidCall, price: Decimal) -> tuple[Offer, ChannelProof] | None:
-        """The call's proof when it pays on a channel; None when channels are off or the proof
-        is for `exact` (proof_of reads it)."""
-        if not (self.enabled and self.channels):
+        """The call's proof when it pays on a channel, read against the channel offer of the
+        network it names; None when channels are off everywhere or the proof is for `exact`
+        (proof_of reads it)."""
+        offers = tuple(o for o in self.offers(call, price) if o.channels is not None)
+        if not (self.enabled and offers):
             return None
-        offer = self.offer(call, price)
-        requirements = offer.channel_requirements()
-        assert requirements is not None
         try:
-            proof = read_channel_proof(call.headers, offer, requirements)
+            proof = read_channel_proof(call.headers, *offers)
+            if proof is None:
+                return None
+            offer, others = _named(offers, proof.payload.accepted.network)
+            check_channel_for_network(proof, offer, others)
         except PaymentRejected as rejected:
             self.require_payment(call, price, rejected.message, rejected.reason)
-        return None if proof is None else (offer, proof)
+        return offer, proof
 
     async def accept_channel(
         self, conn: asyncpg.Connection, call: PaidCall, offer: Offer, proof: ChannelProof,
         body: bytes,
     ) -> ChannelCharge:  # fmt: skip
         """A channel payment checked, its channel row locked for the request's transaction."""
-        assert self.channels is not None
+        channels = self.channels_on(offer.network)
+        assert channels is not None
         fingerprint = request_fingerprint(call.method, call.path, call.query, body)
         try:
-            return await self.channels.accept(conn, offer, proof, fingerprint)
+            return await channels.accept(conn, offer, proof, fingerprint)
         except PaymentRejected as rejected:
             self.require_payment(call, offer.price_usd, rejected.message, rejected.reason)
 
@@ -325,9 +418,10 @@ class X402Service:
     ) -> dict[str, str]:  # fmt: skip
         """Settle a deposit on chain, then write the voucher in the request's transaction; the
         receipt header the answer carries."""
-        assert self.channels is not None
+        channels = self.channels_on(charge.offer.network)
+        assert channels is not None
         try:
-            receipt = await self.channels.settle(
+            receipt = await channels.settle(
                 conn, charge, call.endpoint, call.request_id,
                 (response.status, response.body) if response else None,
             )  # fmt: skip
@@ -423,11 +517,10 @@ class X402Service:
             )
 
     async def _verify(self, call: PaidCall, charge: X402Charge) -> None:
-        assert self.facilitator is not None
+        facilitator = self.facilitator_on(charge.offer.network)
+        assert facilitator is not None
         try:
-            verdict = await self.facilitator.verify(
-                charge.proof.payload, charge.offer.requirements()
-            )
+            verdict = await facilitator.verify(charge.proof.payload, charge.offer.requirements())
         except Exception as exc:
             log.exception("facilitator verify failed")
             metrics.X402_VERIFICATIONS.labels("error").inc()
@@ -491,12 +584,11 @@ class X402Service:
     ) -> SettleResponse:
         """A failed settlement is a 402 carrying its receipt (its row dropped: nothing moved);
         one whose outcome is unknown keeps its pending row for the reconciler."""
-        assert self.facilitator is not None
+        facilitator = self.facilitator_on(charge.offer.network)
+        assert facilitator is not None
         started = time.perf_counter()
         try:
-            receipt = await self.facilitator.settle(
-                charge.proof.payload, charge.offer.requirements()
-            )
+            receipt = await facilitator.settle(charge.proof.payload, charge.offer.requirements())
         except Exception as exc:
             log.exception("facilitator settle failed; the payment stays pending to reconcile")
             metrics.SETTLE_SECONDS.observe(time.perf_counter() - started)

@@ -15,6 +15,7 @@ import pytest
 from app.config import (
     EmbedderSettings,
     EnvVar,
+    ExtraNetwork,
     Settings,
     comma_list,
     flag,
@@ -23,6 +24,7 @@ from app.config import (
     integer,
     integer_or_none,
     log_format,
+    network_names,
     path,
     positive_integer,
     proxy_list,
@@ -77,6 +79,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     import_duty_percent: ("7", 7),
     proxy_list: ("127.0.0.1, 10.0.0.0/8", ("127.0.0.1", "10.0.0.0/8")),
     x402_schemes: ("exact, batch-settlement", "exact,batch-settlement"),
+    network_names: ("arbitrum", (ExtraNetwork("arbitrum"),)),  # each read with its own variables
 }
 
 

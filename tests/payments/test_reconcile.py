@@ -81,7 +81,7 @@ async def _reconcile(database_url: str, chain: DevChain) -> None:
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
     assert pool is not None
     try:
-        await Reconciler(ChainReader(chain.rpc_url), after_seconds=0).run_once(pool)
+        await Reconciler({NETWORK: ChainReader(chain.rpc_url)}, after_seconds=0).run_once(pool)
     finally:
         await pool.close()
 
