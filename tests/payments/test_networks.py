@@ -212,6 +212,10 @@ async def test_a_channel_on_the_second_network_deposits_and_is_claimed_on_its_es
     _, claimed = arbitrum.escrow().functions.channels(bytes.fromhex(channel_id[2:])).call()
     assert claimed == 2 * PRICE  # on Arbitrum's escrow
     assert dev.w3.eth.block_number == base_block
+    listed = (await paid.get("/v1/payments", headers=auth(payer))).json()
+    assert [(c["network"], c["total_claimed"]) for c in listed["channels"]] == [
+        (ARBITRUM, str(2 * PRICE))
+    ]
 
 
 # ---- a payment for one network, naming the other ------------------------------------------------
