@@ -9,8 +9,8 @@ one measured in the same run, and the chain's transactions during the paid calls
 is 2 s), as a real chain would; anvil's default, automine, makes settlement look instant.
 
 `--scheme exact` (default): each call is a 402, then the call with a signed EIP-3009 transfer,
-settled on chain before the call commits. `--scheme batch`: x402's payment channels
-(ENGRAM_X402_SCHEMES=exact,batch-settlement) paid by x402's own Python client
+settled on chain before the call commits (ENGRAM_X402_SCHEMES=exact). `--scheme batch`: x402's
+payment channels (ENGRAM_X402_SCHEMES=exact,batch-settlement) paid by x402's own Python client
 (`BatchSettlementEvmScheme`): the round's first call deposits (it waits for a block), every later
 call carries a voucher and touches no chain. Two timings per route: the stock flow (a 402, then
 the call with a voucher) and the voucher sent with the call (the client keeps the route's offer
@@ -60,7 +60,7 @@ from app.dev.chain import DevChain, token_abi
 from tests.support.x402 import offer_of, sign_proof
 
 WARM_UP = 3  # calls per route and flow, not timed
-ROUTES = {
+ROUTES: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
     "store": ("/v1/store", lambda i: {"content": f"paid call {i} {uuid.uuid4()}"}),
     "recall": ("/v1/recall", lambda i: {"query": f"what happened in call {i}?"}),
 }
@@ -78,8 +78,8 @@ def serve(
         ENGRAM_X402_RPC_URL=chain.rpc_url, ENGRAM_X402_RELAYER_KEY=chain.relayer.key.hex(),
         ENGRAM_LOG_FORMAT="text",
     )  # fmt: skip
-    if scheme == "batch":
-        env["ENGRAM_X402_SCHEMES"] = "exact,batch-settlement"
+    # stated either way: channels are offered by default where Engram settles itself
+    env["ENGRAM_X402_SCHEMES"] = "exact,batch-settlement" if scheme == "batch" else "exact"
     log = (root / "serve.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT, cwd=code)  # fmt: skip
