@@ -245,10 +245,18 @@ def read_channel_proof(
 
 def _payment_id(extensions: Any) -> str | None:
     """The payment-identifier extension's id, checked with x402's own validation; None when the
-    proof carries none."""
+    proof carries none.
+
+    Checked on Engram's terms only: the `schema` a client sends beside its id is dropped, never
+    run. x402's validation would apply it with jsonschema, in the event loop, for anyone (a
+    backtracking `pattern` such as `^(a+)+$` against a 40-character id takes hours). The rules
+    Engram declares (a boolean `required`; an id of 16-128 letters, digits, `_` or `-`) are the
+    ones x402's validation checks without a schema."""
     if not isinstance(extensions, dict) or not extensions.get(PAYMENT_IDENTIFIER):
         return None
     extension = extensions[PAYMENT_IDENTIFIER]
+    if isinstance(extension, dict):
+        extension = {k: v for k, v in extension.items() if k != "schema"}
     result = validate_payment_identifier(extension)
     if not result.valid:
         raise PaymentRejected(
@@ -309,9 +317,14 @@ def check_time_window(proof: Proof, now: int) -> None:
         )
 
 
-def check_against_offer(proof: Proof, offer: Offer, now: int) -> None:
+def check_against_offer(
+    proof: Proof, offer: Offer, now: int, others: tuple[Offer, ...] = ()
+) -> None:
+    """`others`: the same call's offers on the server's other networks; a proof made for one of
+    them is refused as such before its payee or amount (which may differ there) is compared."""
     check_scheme(proof, offer)
     check_network(proof, offer)
+    check_signed_for_network(proof, offer, others)
     check_pay_to(proof, offer)
     check_amount(proof, offer)
     check_time_window(proof, now)

@@ -42,7 +42,6 @@ from app.payments.proofs import (
     Proof,
     check_against_offer,
     check_channel_for_network,
-    check_signed_for_network,
     read_channel_proof,
     read_proof,
 )
@@ -374,8 +373,7 @@ class X402Service:
             if proof is None:
                 return None
             offer, others = _named(offers, proof.payload.accepted.network)
-            check_against_offer(proof, offer, int(time.time()))
-            check_signed_for_network(proof, offer, others)
+            check_against_offer(proof, offer, int(time.time()), others)
         except PaymentRejected as rejected:
             self.require_payment(call, price, rejected.message, rejected.reason)
         return offer, proof

@@ -41,6 +41,7 @@ from tests.support.x402 import paid_only, sign_proof
 
 PRICE = 5_000  # a store, $0.005 in USDC atomic units
 BASE, ARBITRUM = "eip155:8453", "eip155:42161"
+ARBITRUM_PAY_TO = str(Account.create().address)  # ENGRAM_X402_ARBITRUM_PAY_TO
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,10 @@ def on_arbitrum(arbitrum: DevChain, **values: Any) -> ExtraNetwork:
 def two_networks(settings: Settings, dev: DevChain, arbitrum: DevChain) -> Settings:
     return changed(
         paid_only(settings, dev),
-        x402={"schemes": "exact,batch-settlement", "networks": (on_arbitrum(arbitrum),)},
+        x402={
+            "schemes": "exact,batch-settlement",
+            "networks": (on_arbitrum(arbitrum, pay_to=ARBITRUM_PAY_TO),),
+        },
     )
 
 
@@ -137,7 +141,9 @@ async def test_the_402_lists_one_entry_per_network_and_scheme(
     ]  # fmt: skip
     assert [a.asset for a in accepts] == [dev.usdc_address] * 2 + [arbitrum.usdc_address] * 2
     assert dev.usdc_address != arbitrum.usdc_address
-    assert {(a.amount, a.pay_to) for a in accepts} == {(str(PRICE), accepts[0].pay_to)}
+    assert {a.amount for a in accepts} == {str(PRICE)}
+    assert [a.pay_to for a in accepts[2:]] == [ARBITRUM_PAY_TO] * 2  # its own payTo
+    assert accepts[0].pay_to == accepts[1].pay_to != ARBITRUM_PAY_TO
     authorizers = [(a.extra or {})["receiverAuthorizer"] for a in accepts[1::2]]
     assert authorizers == [dev.relayer.address, arbitrum.relayer.address]
     # x402 v1 has no name for Arbitrum: a v1 client is offered Base only
@@ -160,6 +166,7 @@ async def test_a_stock_client_pays_on_the_second_network_and_only_that_chain_mov
     assert receipt.network == ARBITRUM
     assert arbitrum.w3.eth.get_transaction_receipt(receipt.transaction)["status"] == 1
     pay_to = payload.accepted.pay_to
+    assert pay_to == ARBITRUM_PAY_TO
     assert (arbitrum.usdc_balance(payer.address), arbitrum.usdc_balance(pay_to)) == (
         1_000_000 - PRICE, PRICE)  # fmt: skip
     assert (dev.usdc_balance(payer.address), dev.usdc_balance(pay_to)) == (1_000_000, 0)
