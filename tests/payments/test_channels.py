@@ -54,7 +54,12 @@ def dev(chain: DevChain) -> DevChain:
 
 @pytest.fixture(scope="module")
 def channel_settings(settings: Settings, dev: DevChain) -> Settings:
-    return changed(paid_only(settings, dev), x402={"schemes": "exact,batch-settlement"})
+    """Channels on; the claimer's timer quiet (its look at the chain would undo the withdrawal
+    these tests write into a channel's row)."""
+    return changed(
+        paid_only(settings, dev),
+        x402={"schemes": "exact,batch-settlement", "claim_every_seconds": 10**9},
+    )
 
 
 @pytest.fixture(scope="module")
