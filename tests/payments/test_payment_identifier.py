@@ -95,3 +95,23 @@ async def test_an_invalid_id_is_refused_before_anything_is_charged(
     assert r.status_code == 402, r.text
     assert r.json()["error"]["details"]["reason"] == "invalid_payment_identifier"
     assert chain.usdc_balance(payer.address) == 1_000_000
+
+
+async def test_a_schema_sent_with_the_id_is_not_run(
+    paid: AsyncTestClient, chain: DevChain, payer: LocalAccount
+) -> None:
+    """Only the rules Engram declares apply to an id: a schema in the proof would be code run for
+    anyone (a backtracking `pattern` stalls the server), so one that refuses every id changes
+    nothing."""
+    body = {"content": f"Own schema {uuid.uuid4()}"}
+    r = await paid.post("/v1/store", json=body, headers=auth(payer))
+    required = decode_payment_required_header(r.headers["PAYMENT-REQUIRED"])
+    extensions = _with_id(required.extensions)
+    extensions[PAYMENT_IDENTIFIER] = {
+        **extensions[PAYMENT_IDENTIFIER],
+        "schema": {"properties": {"id": {"type": "string", "pattern": "^no id matches$"}}},
+    }
+    name, value = sign_proof(payer, offer_of(r), extensions=extensions)
+    r = await paid.post("/v1/store", json=body, headers={**auth(payer), name: value})
+    assert r.status_code == 201, r.text
+    assert chain.usdc_balance(payer.address) == 1_000_000 - PRICE
