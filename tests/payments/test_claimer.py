@@ -486,7 +486,12 @@ async def test_a_claim_killed_mid_flight_is_reconciled_by_the_next_process(
     assert (claim["status"], int(claim["cumulative"])) == ("confirmed", 5 * PRICE)
     assert claims_on_chain(dev, payer, block) == [5 * PRICE]  # claimed once
     assert on_chain(dev, payer) == (payer.deposit, 5 * PRICE)  # every voucher, once
-    assert int((await channel_of(database_url, payer))["total_claimed"]) == 5 * PRICE
+    channel = await channel_of(database_url, payer)
+    assert (int(channel["charged"]), int(channel["total_claimed"])) == (5 * PRICE, 5 * PRICE)
+    vouchers = await rows(
+        database_url, "SELECT charged_after FROM channel_vouchers WHERE wallet = $1", payer.wallet
+    )
+    assert sorted(int(v["charged_after"]) for v in vouchers) == [n * PRICE for n in range(1, 6)]
     assert "Traceback" not in log.read_text()
 
 
