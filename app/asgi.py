@@ -52,6 +52,7 @@ from app.db.pool import MeteredPool, asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_embedding_model, check_pgvector
 from app.grants.controller import GrantController, only_where_grants_reach
 from app.grants.service import GrantService
+from app.guard.controller import GuardController
 from app.history.controller import HistoryController
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
@@ -277,6 +278,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             RelationController,
             TransferController,
             GrantController,
+            GuardController,
             AgentController,
             UsageController,
             mcp.route,

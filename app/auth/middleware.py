@@ -38,9 +38,11 @@ from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
 from app.db.errors import CONNECT_FAILURES
 from app.kit.errors import PartUnavailable, Unauthorized
+from app.memory import provenance
 from app.payments.prices import price_of
 
 WALLET_HEADER = "x-wallet-auth"
+SURFACE_HEADER = "x-engram-surface"
 BEARER_PREFIX = "bearer "
 # RFC 6750 §3: a refused bearer token says so in WWW-Authenticate.
 INVALID_TOKEN_CHALLENGE = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
@@ -71,6 +73,10 @@ class WalletAuthMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         scope["user"] = await self._identify(scope)
+        # what the request came through, as the caller says (app/memory/provenance.py): MCP and
+        # the plugins' hooks name themselves; anything else is REST
+        surface = Headers.from_scope(scope).get(SURFACE_HEADER, "").strip().lower()
+        provenance.begin("mcp" if surface == "mcp" else "hook" if surface == "hook" else "rest")
         await next_app(scope, receive, send)
 
     async def _identify(self, scope: Scope) -> str | None:

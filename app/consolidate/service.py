@@ -189,6 +189,7 @@ class ConsolidateService:
                 expires_at=None,
                 pinned=False,
                 immutable=False,
+                source="extract",  # written by the model from the cluster's memories
             ),
         )
         report.tokens_used += embed_tokens

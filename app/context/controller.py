@@ -44,4 +44,5 @@ class ContextController(Controller):
                 recalled_to_wire(item, content=neutralise(item.row["content"]))
                 for item in block.used
             ],
+            held_back=block.held_back,
         )

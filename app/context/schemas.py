@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 from app.kit.schemas import Name, OptionalName, StrictStruct
+from app.memory.provenance import Source
 from app.memory.schemas import MAX_RECALL_QUERY_CHARS, RecalledMemory
 
 MaxMemories = Annotated[int, Meta(ge=1, le=100)]
@@ -25,6 +26,10 @@ class ContextIn(StrictStruct):
     format: Literal["text", "structured"] = "text"
     include_metadata: bool = False
     summarize: bool = False
+    # trust (README, "Memory poisoning"): a block for a prompt holds back flagged memories
+    # unless told otherwise, and may keep to some sources
+    exclude_flagged: bool = True
+    sources: Annotated[list[Source], Meta(min_length=1, max_length=7)] | None = None
 
     @property
     def memory_limit(self) -> int:
@@ -41,3 +46,4 @@ class ContextAnswer(Struct):
     # the memories in the block, for MemoClaw's MCP server (it maps over
     # `result.memories || result.context`); their content neutralised as in the block
     memories: list[RecalledMemory]
+    held_back: int = 0  # flagged memories that ranked within the block but were held back

@@ -45,6 +45,7 @@ class ContextBlock:
     tokens: int
     tokens_used: int
     used: list[Recalled] = field(default_factory=list)  # the memories the block holds, in order
+    held_back: int = 0  # flagged memories recall held back (exclude_flagged)
 
 
 def _line(item: Recalled, include_metadata: bool) -> str:
@@ -86,12 +87,13 @@ class ContextService:
         self, conn: asyncpg.Connection, wallet: str, req: ContextIn, actor: Actor = OWNER
     ) -> ContextBlock:
         """`actor`: a grantee's or an agent key's block is built from its namespace alone."""
-        recalled, tokens_used, _ = await self.memories.recall(
+        recalled, tokens_used, _, held_back = await self.memories.recall(
             conn,
             wallet,
             # the block's budget (max_memories, max_tokens) decides what fits: no similarity floor
             RecallIn(query=req.query, limit=req.memory_limit, namespace=req.namespace,
-                     session_id=req.session_id, agent_id=req.agent_id, min_similarity=0.0),
+                     session_id=req.session_id, agent_id=req.agent_id, min_similarity=0.0,
+                     exclude_flagged=req.exclude_flagged, sources=req.sources),
             actor,
         )  # fmt: skip
         summary = None
@@ -102,8 +104,11 @@ class ContextService:
             tokens_used += used
             summary = neutralise(summary)
         if req.format == "structured":
-            return self._structured(recalled, req, summary, tokens_used)
-        return self._text(recalled, req, summary, tokens_used)
+            block = self._structured(recalled, req, summary, tokens_used)
+        else:
+            block = self._text(recalled, req, summary, tokens_used)
+        block.held_back = held_back
+        return block
 
     def _text(
         self, recalled: list[Recalled], req: ContextIn, summary: str | None, tokens_used: int

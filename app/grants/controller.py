@@ -30,6 +30,7 @@ from app.grants.schemas import (
 from app.grants.service import GrantService
 from app.history import service as history
 from app.kit.errors import Forbidden
+from app.memory import provenance
 from app.memory.actor import OWNER, Actor
 from app.memory.schemas import DEFAULT_NAMESPACE
 
@@ -106,6 +107,7 @@ async def reached(
     if delegation is not None:
         kept = agents.kept_to(delegation, namespace, need)
         history.ACTOR.set(delegation.agent)
+        provenance.written_as("agent", delegation.agent)
         return request.user, Actor(for_owner=True, kept_to=kept)
     owner = owner_named(request)
     if owner is None:
@@ -113,6 +115,7 @@ async def reached(
     kept_to = namespace or DEFAULT_NAMESPACE
     wallet = await grants.acting_for(conn, request.user, owner, kept_to, need)
     history.ACTOR.set(request.user)
+    provenance.written_as("grantee", request.user)
     return wallet, Actor(for_owner=True, kept_to=kept_to)
 
 

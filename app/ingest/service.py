@@ -22,6 +22,7 @@ from app.kit.errors import InvalidInput
 from app.kit.schemas import iso, parse_time
 from app.memory import repository as memory_repo
 from app.memory.dates import explicit_dates
+from app.memory.provenance import source_of_role
 from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn
 from app.memory.service import MemoryService, StoreOutcome
 from app.relations import repository as relations_repo
@@ -80,8 +81,9 @@ def conversation_of(req: ConversationIn) -> list[Message]:
 
 
 def _store_item(content: str, scope: Scope, importance: float | None, memory_type: str | None,
-                tags: list[str] | None) -> StoreIn:  # fmt: skip
+                tags: list[str] | None, source: str = "import") -> StoreIn:  # fmt: skip
     return StoreIn(
+        source=source,  # type: ignore[arg-type]  # the route's own sources are not a client's
         content=content,
         importance=importance,
         memory_type=memory_type,  # type: ignore[arg-type]
@@ -91,6 +93,26 @@ def _store_item(content: str, scope: Scope, importance: float | None, memory_typ
         agent_id=scope.agent_id,
         occurred_at=scope.occurred_at,
     )
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def source_of_fact(fact: str, messages: list[Message]) -> str:
+    """A fact's source: the role of the message it was drawn from (app/memory/provenance.py),
+    the one sharing most of its words; `extract` when none or two roles tie."""
+    words = set(_WORDS.findall(fact.casefold()))
+    shared: dict[str, int] = {}
+    for m in messages:
+        source = source_of_role(m.role)
+        overlap = len(words & set(_WORDS.findall(m.content.casefold())))
+        shared[source] = max(shared.get(source, 0), overlap)
+    ranked = sorted(shared.items(), key=lambda kv: kv[1], reverse=True)
+    if len(ranked) == 1:  # one role said everything
+        return ranked[0][0]
+    if not ranked or ranked[0][1] == 0 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        return "extract"
+    return ranked[0][0]
 
 
 def split_sections(filename: str, content: str) -> list[str]:
@@ -146,7 +168,14 @@ class IngestService:
     ) -> ExtractOutcome:
         extraction = await self.fact_model.extract(messages)
         items = [
-            _store_item(f.content, scope, f.importance, f.memory_type, list(f.tags))
+            _store_item(
+                f.content,
+                scope,
+                f.importance,
+                f.memory_type,
+                list(f.tags),
+                source_of_fact(f.content, messages),
+            )
             for f in extraction.facts
         ]
         stored = Stored()

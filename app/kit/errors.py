@@ -244,3 +244,19 @@ def id_or_not_found(raw: str, what: str) -> UUID:
         return UUID(raw)
     except ValueError:
         raise NotFound(f"{what} {raw} not found") from None
+
+
+class MemoryRefused(ApiError):
+    """The namespace refuses memories the store-time classifier flags (its guard is `refuse`):
+    nothing of the request was stored."""
+
+    status_code = 422
+    code = "MEMORY_REFUSED"
+
+    def __init__(self, namespace: str, flags: list[dict[str, str]], field: str = "") -> None:
+        rules = ", ".join(sorted({f["rule"] for f in flags}))
+        super().__init__(
+            f"Namespace {namespace!r} refuses instruction-like content ({rules}); nothing was"
+            " stored",
+            {"field": f"{field}content", "namespace": namespace, "flags": flags},
+        )

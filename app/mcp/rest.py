@@ -88,6 +88,7 @@ class InProcessRest:
             headers += [(b"content-type", b"application/json"),
                         (b"content-length", str(len(body)).encode())]  # fmt: skip
         headers += [(k.lower().encode(), v.encode()) for k, v in call.headers.items()]
+        headers.append((b"x-engram-surface", b"mcp"))  # provenance: written through MCP
         return headers
 
     async def send(self, call: RestCall) -> RestAnswer:
@@ -166,7 +167,7 @@ class RemoteRest:
     async def send(self, call: RestCall) -> RestAnswer:
         body = call.encoded_body()
         query = call.encoded_query()
-        headers = {**self._identity(), **call.headers}
+        headers = {**self._identity(), **call.headers, "x-engram-surface": "mcp"}
         if body:
             headers["content-type"] = "application/json"
         response = await self.client.request(

@@ -197,7 +197,9 @@ class MemoryController(Controller):
         wallet, actor = await reached(request, conn, grants_service, data.namespace, "read")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
-        recalled, tokens, reranked = await memory_service.recall(conn, wallet, data, actor)
+        recalled, tokens, reranked, held_back = await memory_service.recall(
+            conn, wallet, data, actor
+        )
         relax_commit(request)  # its writes are access counts (app/api/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
@@ -208,7 +210,7 @@ class MemoryController(Controller):
             )
             for item, r in zip(items, recalled, strict=True):
                 item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
-        return RecallAnswer(items, tokens, absent_if_none(reranked))
+        return RecallAnswer(items, tokens, absent_if_none(reranked), held_back)
 
     @get(
         "/memories",

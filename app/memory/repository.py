@@ -5,6 +5,7 @@ Every read filters with LIVE: soft-deleted and expired memories vanish from ever
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
@@ -19,7 +20,8 @@ COLUMNS = (
     "m.id, m.user_id, m.namespace, m.content, m.embedding_model, m.metadata, m.importance,"
     " m.memory_type, m.session_id, m.agent_id, m.expires_at, m.pinned, m.immutable,"
     " m.created_at, m.updated_at, m.accessed_at, m.access_count, m.deleted_at, m.occurred_at,"
-    " m.mentioned_at, m.key, m.version"
+    " m.mentioned_at, m.key, m.version, m.source, m.written_by, m.writer, m.surface, m.flags,"
+    " m.quarantined"
 )
 # filter_sql binds the wallet first, so its placeholder is always $1 (joins and subqueries name
 # it to prune partitions at planning time: memories are partitioned by user_id).
@@ -65,7 +67,7 @@ SELECTIVE_WORDS = f"""selective AS (
 CONTINUATION_LOOKAHEAD = 64
 
 # MemoryFilter fields that match a column of the same name exactly.
-EQUALITY_FILTERS = ("namespace", "session_id", "agent_id", "pinned", "immutable")
+EQUALITY_FILTERS = ("namespace", "session_id", "agent_id", "pinned", "immutable", "quarantined")
 
 
 @dataclass
@@ -89,6 +91,8 @@ class MemoryFilter:
     # the one namespace a grantee or an agent key reaches: relations whose other end lies
     # elsewhere count for nothing in what it reads (app/memory/actor.py)
     kept_to: str | None = None
+    sources: list[str] | None = None  # memories from these sources only (provenance.py)
+    quarantined: bool | None = None  # False: none held for review (recall: app/guard)
 
 
 # The orders a list can be read in (MemoClaw's MCP server's `sort` values); ties by id.
@@ -122,6 +126,12 @@ class MemoryFields:
     occurred_at: datetime | None = None  # event time, when known (app/memory/dates.py)
     mentioned_at: datetime | None = None  # when it was said, which relative dates count from
     key: str | None = None  # a stable name in its namespace (upsert by key)
+    # provenance (app/memory/provenance.py): None on `source` is the route's default; the
+    # others, when set, are what an import carries over (else the request's)
+    source: str | None = None
+    written_by: str | None = None
+    writer: str | None = None
+    surface: str | None = None
 
 
 # (namespace, SHA-256 of the content): what exact-content dedup compares
@@ -148,6 +158,13 @@ class NewMemory:
     embedding: np.ndarray
     embedding_model: str
     kept: KeptState | None = None
+    # provenance and trust, as the service settled them (app/guard/service.py)
+    source: str = "api"
+    written_by: str | None = None
+    writer: str = "owner"
+    surface: str = "rest"
+    flags: list[dict[str, str]] = field(default_factory=list)
+    quarantined: bool = False
 
 
 @dataclass
@@ -183,6 +200,8 @@ def filter_sql(f: MemoryFilter) -> _Sql:
             sql.where(f"m.{column} = {sql.param(value)}")
     if f.memory_types:
         sql.where(f"m.memory_type = ANY({sql.param(f.memory_types)}::text[])")
+    if f.sources:
+        sql.where(f"m.source = ANY({sql.param(f.sources)}::text[])")
     if f.tags:
         sql.where(f"(m.metadata -> 'tags') ?| {sql.param(f.tags)}::text[]")
     if f.metadata:
@@ -334,6 +353,12 @@ def _one_wallet(new: list[NewMemory]) -> str:
     return wallets.pop()
 
 
+def _flags_json(flags: list[dict[str, str]]) -> str | None:
+    """A memory's flags as JSON text: a jsonb[] parameter would read the list as an array
+    dimension."""
+    return json.dumps(flags) if flags else None
+
+
 async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[asyncpg.Record]:
     """Insert memories in one statement; rows come back in the order given. Timestamps, access
     count and deletion are the database's defaults unless a memory carries `kept` (import)."""
@@ -346,23 +371,27 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
         INSERT INTO memories AS m (id, user_id, content, content_hash, embedding,
             embedding_model, metadata, importance, namespace, memory_type, session_id, agent_id,
             expires_at, pinned, immutable, created_at, updated_at, accessed_at, access_count,
-            deleted_at, occurred_at, mentioned_at, key)
+            deleted_at, occurred_at, mentioned_at, key, source, written_by, writer, surface,
+            flags, quarantined)
         SELECT u.id, $2::text, u.content, u.content_hash, u.embedding,
             u.embedding_model, u.metadata, u.importance, u.namespace, u.memory_type,
             u.session_id, u.agent_id, u.expires_at, u.pinned, u.immutable,
             coalesce(u.created_at, now()), coalesce(u.updated_at, now()),
             coalesce(u.accessed_at, now()), coalesce(u.access_count, 0), u.deleted_at,
-            u.occurred_at, u.mentioned_at, u.key
+            u.occurred_at, u.mentioned_at, u.key, u.source, u.written_by, u.writer, u.surface,
+            u.flags::jsonb, u.quarantined
         FROM unnest($1::uuid[], $3::text[], $4::bytea[], $5::vector[], $6::text[],
             $7::jsonb[], $8::float8[], $9::text[], $10::text[], $11::text[], $12::text[],
             $13::timestamptz[], $14::bool[], $15::bool[], $16::timestamptz[], $17::timestamptz[],
             $18::timestamptz[], $19::int[], $20::timestamptz[], $21::timestamptz[],
-            $22::timestamptz[], $23::text[])
+            $22::timestamptz[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[],
+            $28::text[], $29::bool[])
             WITH ORDINALITY
             AS u(id, content, content_hash, embedding, embedding_model, metadata,
                  importance, namespace, memory_type, session_id, agent_id, expires_at, pinned,
                  immutable, created_at, updated_at, accessed_at, access_count, deleted_at,
-                 occurred_at, mentioned_at, key, i)
+                 occurred_at, mentioned_at, key, source, written_by, writer, surface, flags,
+                 quarantined, i)
         ORDER BY u.i  -- `seq` (the default) numbers the rows in the order given
         RETURNING {COLUMNS}
         """,
@@ -378,7 +407,9 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
             for name in ("created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
         ),
         [n.fields.occurred_at for n in new], [n.fields.mentioned_at for n in new],
-        [n.fields.key for n in new],
+        [n.fields.key for n in new], [n.source for n in new], [n.written_by for n in new],
+        [n.writer for n in new], [n.surface for n in new], [_flags_json(n.flags) for n in new],
+        [n.quarantined for n in new],
     )  # fmt: skip
     by_id = {r["id"]: r for r in rows}
     return [by_id[i] for i in ids]
@@ -403,6 +434,7 @@ async def merge_duplicate(
 UPDATABLE = {
     "content", "content_hash", "embedding", "embedding_model", "metadata", "importance",
     "memory_type", "namespace", "pinned", "immutable", "expires_at", "session_id", "agent_id",
+    "flags", "quarantined",
 }  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from app.kit.schemas import (
     parse_time,
     reject_nul,
 )
+from app.memory.provenance import Source, Surface, WritableSource, Writer
 from app.memory.scoring import Signals
 from app.relations.schemas import LinkedRelation
 
@@ -73,6 +74,9 @@ class StoreIn(StrictStruct):
     # the version the writer read; another one stored since is a conflict, met by on_conflict
     expected_version: Version | None = None
     on_conflict: OnConflict | None = None
+    # where the content came from (app/memory/provenance.py): user, assistant, tool or api;
+    # unset: the route's (api on store). `flags` is the server's: a client's is ignored.
+    source: WritableSource | None = None
 
 
 class StoreBatchIn(StrictStruct):
@@ -140,6 +144,11 @@ class RecallIn(StrictStruct):
     until: str | None = None
     # the rerank stage (README, "Recall"): true / false overrides ENGRAM_RECALL_RERANK
     rerank: bool | None = None
+    # trust (README, "Memory poisoning"): hold back memories the store-time classifier flagged
+    # (false by default here, MemoClaw's recall; true for context and the hooks), and keep to
+    # memories from these sources
+    exclude_flagged: bool = False
+    sources: Annotated[list[Source], Meta(min_length=1, max_length=7)] | None = None
 
 
 class FeedbackIn(StrictStruct):
@@ -261,6 +270,13 @@ def split_tags(value: str | list[str] | None) -> list[str] | None:
     return tags or None
 
 
+class MemoryFlag(Struct):
+    """A store-time classifier finding (app/guard/classifier.py): the rule, and why."""
+
+    rule: str
+    reason: str
+
+
 # ---- answers -----------------------------------------------------------------------------------
 # A memory never carries a null: MemoClaw's MCP server declares its optional fields strings in
 # its tools' output schemas, so a strict MCP client rejects a null, while the SDK's models default
@@ -296,6 +312,13 @@ class Memory(Struct, kw_only=True):
     mentioned_at: str | UnsetType = UNSET
     key: str | UnsetType = UNSET  # its stable name in the namespace, when it has one
     version: int = 1  # 1 when stored, + 1 for every change since
+    # provenance (app/memory/provenance.py; left out for memories stored before it was kept)
+    source: Source | UnsetType = UNSET
+    written_by: str | UnsetType = UNSET
+    writer: Writer | UnsetType = UNSET
+    surface: Surface | UnsetType = UNSET
+    flags: list[MemoryFlag] = msgspec.field(default_factory=list)  # the classifier's findings
+    quarantined: bool | UnsetType = UNSET  # true: held for its owner's approval (review)
 
 
 class RecalledMemory(Struct, kw_only=True):
@@ -320,6 +343,11 @@ class RecalledMemory(Struct, kw_only=True):
     occurred_at: str | UnsetType = UNSET
     mentioned_at: str | UnsetType = UNSET
     signals: Signals = msgspec.field(name="_signals")
+    source: Source | UnsetType = UNSET
+    written_by: str | UnsetType = UNSET
+    writer: Writer | UnsetType = UNSET
+    surface: Surface | UnsetType = UNSET
+    flags: list[MemoryFlag] = msgspec.field(default_factory=list)
     # with include_relations: GET /v1/memories/{id}/relations's list for the memory
     relations: list[LinkedRelation] | UnsetType = UNSET
 
@@ -349,6 +377,8 @@ class RecallAnswer(Struct):
     query_tokens: int
     # present when the rerank stage was asked for: whether a reranker ordered the results
     reranked: bool | UnsetType = UNSET
+    # flagged memories that ranked within the answer but were held back (exclude_flagged)
+    held_back: int = 0
 
 
 class MemoryPage(Struct):
@@ -478,6 +508,19 @@ def memory_fields(row: Any) -> dict[str, Any]:
         **event_time_fields(row),
         "key": absent_if_none(row.get("key")),
         "version": int(row.get("version") or 1),
+        **provenance_fields(row),
+        "quarantined": True if row.get("quarantined") else UNSET,
+    }
+
+
+def provenance_fields(row: Any) -> dict[str, Any]:
+    """source, written_by, writer, surface (each left out when not recorded) and flags."""
+    return {
+        "source": absent_if_none(row.get("source")),
+        "written_by": absent_if_none(row.get("written_by")),
+        "writer": absent_if_none(row.get("writer")),
+        "surface": absent_if_none(row.get("surface")),
+        "flags": [MemoryFlag(f["rule"], f["reason"]) for f in row.get("flags") or []],
     }
 
 
@@ -514,4 +557,5 @@ def recalled_to_wire(item: Any, content: str | None = None) -> RecalledMemory:
         immutable=bool(row["immutable"]),
         **event_time_fields(row),
         signals=signals.rounded(),
+        **provenance_fields(row),
     )

@@ -23,6 +23,7 @@ from app.ai.facts import FactModel, FactModelError
 from app.ai.heuristics import HeuristicFactModel
 from app.ai.rerank import Reranker, RerankUnavailable
 from app.db import repository as db
+from app.guard import service as guard
 from app.history import service as history
 from app.kit.errors import (
     InvalidInput,
@@ -100,6 +101,34 @@ MAX_KEYWORD_TERMS = 64
 MAX_KEYWORD_CHARS = 1000
 
 
+async def insert_settled(
+    conn: asyncpg.Connection, wallet: str, new: list[NewMemory]
+) -> list[asyncpg.Record]:
+    """Insert new memories once the namespace guards settled their provenance and flags (or
+    refused them: app/guard/service.py)."""
+    await guard.settle(conn, wallet, new)
+    return await repo.insert_many(conn, new)
+
+
+def held_back_from(
+    ranked: list[Recalled], limit: int, exclude_flagged: bool
+) -> tuple[list[Recalled], int]:
+    """Without the flagged memories when asked, and how many of them ranked within the answer
+    (the first `limit` unflagged ones and the flagged ones among them)."""
+    if not exclude_flagged:
+        return ranked, 0
+    kept: list[Recalled] = []
+    held = 0
+    for item in ranked:
+        if len(kept) == limit:
+            break
+        if item.row["flags"]:
+            held += 1
+        else:
+            kept.append(item)
+    return kept, held
+
+
 def content_digest(content: str) -> bytes:
     return hashlib.sha256(content.encode()).digest()
 
@@ -170,6 +199,7 @@ class RecallResult(NamedTuple):
     recalled: list[Recalled]
     tokens: int  # the query's embedding tokens
     reranked: bool | None  # None: no rerank asked; False: asked, but no reranker answered
+    held_back: int = 0  # flagged memories that ranked within the answer (exclude_flagged)
 
 
 @dataclass(frozen=True)
@@ -214,6 +244,10 @@ def prepare_store(item: StoreIn, now: datetime, field: str = "") -> MemoryFields
         immutable=bool(item.immutable),
         **_event_fields(item, now, field),
         key=_checked_key(item.key, field),
+        source=item.source,
+        written_by=None,  # the request's (app/guard/service.py); an import sets its own
+        writer=None,
+        surface=None,
     )
 
 
@@ -386,7 +420,7 @@ class MemoryService:
         if current is None:
             embedded = await self.embedder.embed([fields.content])
             new = self.new_memory(wallet, fields, embedded.vectors[0])
-            [row] = await repo.insert_many(conn, [new])
+            [row] = await insert_settled(conn, wallet, [new])
             await history.record(conn, wallet, [history.created(row, action)])
             return StoreOutcome(row, False), embedded.tokens
         if current["immutable"]:
@@ -456,7 +490,7 @@ class MemoryService:
                 self.new_memory(wallet, p, v)
                 for p, v in zip(prepared, embedded.vectors, strict=True)
             ]
-            outcomes = [StoreOutcome(r, False) for r in await repo.insert_many(conn, new)]
+            outcomes = [StoreOutcome(r, False) for r in await insert_settled(conn, wallet, new)]
         # one statement for the whole batch's history
         await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
         return outcomes, embedded.tokens
@@ -500,7 +534,8 @@ class MemoryService:
     ) -> tuple[asyncpg.Record, int]:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         embedded = await self.embedder.embed([fields.content])
-        [row] = await repo.insert_many(conn, [self.new_memory(wallet, fields, embedded.vectors[0])])
+        new = self.new_memory(wallet, fields, embedded.vectors[0])
+        [row] = await insert_settled(conn, wallet, [new])
         await history.record(conn, wallet, [history.created(row, history_action)])
         return row, embedded.tokens
 
@@ -552,7 +587,7 @@ class MemoryService:
         for i in range(len(items)):
             plan.decide(i, stored_same.get(keys[i]), stored_near[i])
         fresh = [self.new_memory(wallet, items[i], vectors[i]) for i in plan.fresh]
-        inserted = dict(zip(plan.fresh, await repo.insert_many(conn, fresh), strict=True))
+        inserted = dict(zip(plan.fresh, await insert_settled(conn, wallet, fresh), strict=True))
         latest: dict[UUID, asyncpg.Record] = {}  # each memory as this batch last left it
         outcomes = []
         for i, target in enumerate(plan.targets):
@@ -752,6 +787,7 @@ class MemoryService:
             "content_hash": content_digest(content),
             "embedding": vector,
             "embedding_model": self.embedder.model_name,
+            "flags": guard.flags_of(content) or None,  # a new content is classified again
         }
 
     async def delete(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> UUID:
@@ -849,12 +885,13 @@ class MemoryService:
             with phase("recall", "scoring"):
                 ranked = ranking.second_round(ranked, seeds, followers)
         ranked, reranked = await self._reranked(req, ranked)
+        ranked, held_back = held_back_from(ranked, req.limit, req.exclude_flagged)
         ranked = ranked[: req.limit]
         if self.recall_counts_access:
             with phase("recall", "sql"):
                 await repo.record_access_each_time(conn, wallet, [r.row["id"] for r in ranked])
             ranked = [Recalled(r.row, r.signals, accesses_counted=1) for r in ranked]
-        return RecallResult(ranked, embedded.tokens, reranked)
+        return RecallResult(ranked, embedded.tokens, reranked, held_back)
 
     async def _reranked(
         self, req: RecallIn, ranked: list[Recalled]
@@ -1051,6 +1088,8 @@ def recall_filter(wallet: str, req: RecallIn, kept_to: str | None = None) -> Mem
         occurred_before=parse_time(filters.occurred_before if filters else None,
                                    "filters.occurred_before"),
         kept_to=kept_to,
+        sources=list(req.sources) if req.sources else None,
+        quarantined=False,  # a memory under review is recalled by no one (app/guard/service.py)
     )  # fmt: skip
 
 

@@ -43,9 +43,14 @@ from app.ai.embedders import EmbedResult
 from app.history import service as history
 from app.kit.errors import InvalidInput, RateLimitExceeded
 from app.kit.schemas import parse_time
-from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter
-from app.memory.service import MemoryService, content_digest, now_utc, prepare_store
+from app.memory.service import (
+    MemoryService,
+    content_digest,
+    insert_settled,
+    now_utc,
+    prepare_store,
+)
 from app.transfer import repository as repo
 from app.transfer.schemas import DOCUMENTS, MAX_IMPORT_ITEMS, ImportIn, ImportItem
 
@@ -205,6 +210,12 @@ def prepare_import(item: ImportItem, now: datetime, index: int) -> PreparedImpor
             now,
             field,
         )
+        fields.source = item.source or "import"
+        fields.written_by, fields.writer, fields.surface = (
+            item.written_by,
+            item.writer,
+            item.surface,
+        )
         if item.mentioned_at is not None:  # an export's event time, kept as resolved then
             fields.mentioned_at = parse_time(item.mentioned_at, f"{field}mentioned_at")
             fields.occurred_at = parse_time(item.occurred_at, f"{field}occurred_at")
@@ -339,8 +350,9 @@ class TransferService:
                 pacer.resume()  # waiting for the embedding was not this flow's work
                 if i + 1 < len(chunks):
                     pending = embed(chunks[i + 1])
-                rows = await memory_repo.insert_many(
+                rows = await insert_settled(
                     conn,
+                    wallet,
                     [
                         self.memories.new_memory(wallet, p.fields, vector, p.kept)
                         for p, vector in zip(chunk, embedded.vectors, strict=True)

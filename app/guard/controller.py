@@ -1,0 +1,65 @@
+"""HTTP for namespace guards: read and set a namespace's mode, approve a quarantined memory.
+
+All three are the owner's: a grantee or an agent key reaches none of them (no route here acts
+for an owner, so app/grants/controller.py `only_where_grants_reach` answers 403)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from litestar import Controller, get, post, put
+from litestar.params import FromPath, JSONBody
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.openapi import NO_SUCH_MEMORY, error_responses
+from app.api.params import Conn, WalletRequest
+from app.guard import service as guard
+from app.guard.schemas import GuardAnswer, GuardIn
+from app.guard.service import GuardMode
+from app.kit.errors import InvalidInput
+from app.kit.schemas import MAX_NAME_CHARS, nfc_names
+from app.memory.schemas import Memory, memory_to_wire
+from app.memory.service import parse_memory_id
+
+
+def _namespace(raw: str) -> str:
+    """A namespace named in the path, in NFC, within the names' limits (a 422 otherwise)."""
+    name: str = nfc_names(raw)
+    if not name.strip() or len(name) > MAX_NAME_CHARS:
+        raise InvalidInput(
+            f"namespace must be 1..{MAX_NAME_CHARS} characters", {"field": "namespace"}
+        )
+    return name
+
+
+class GuardController(Controller):
+    path = "/v1"
+    tags = ["memory poisoning"]
+
+    @get("/namespaces/{namespace:str}/guard")
+    async def get_guard(
+        self, request: WalletRequest, conn: Conn, namespace: FromPath[str]
+    ) -> GuardAnswer:
+        """The namespace's guard mode (`flag` unless its owner set another)."""
+        name = _namespace(namespace)
+        mode = await guard.mode_of(conn, request.user, name)
+        return GuardAnswer(name, cast(GuardMode, mode))
+
+    @put("/namespaces/{namespace:str}/guard", status_code=HTTP_200_OK)
+    async def set_guard(
+        self, request: WalletRequest, conn: Conn, namespace: FromPath[str], data: JSONBody[GuardIn]
+    ) -> GuardAnswer:
+        """Set what the namespace does with flagged memories, and with others' writes."""
+        name = _namespace(namespace)
+        await guard.set_mode(conn, request.user, name, data.mode)
+        return GuardAnswer(name, data.mode)
+
+    @post(
+        "/memories/{memory_id:str}/approve",
+        status_code=HTTP_200_OK,
+        responses=error_responses(not_found=NO_SUCH_MEMORY),
+    )
+    async def approve(self, request: WalletRequest, conn: Conn, memory_id: FromPath[str]) -> Memory:
+        """Release a quarantined memory: recall returns it from now on (recorded in history)."""
+        row = await guard.approve(conn, request.user, parse_memory_id(memory_id))
+        return memory_to_wire(row)
