@@ -56,7 +56,7 @@ def _phrase(pattern: str, *gates: str) -> _Phrase:
 
 
 # What the gates are checked against: lower-case words, and the punctuation markup needs.
-_TOKENS = re.compile(r"[a-z]+|[<\[{:$|]")
+_TOKENS = re.compile(r"0x|[a-z]+|[<\[{:$|]")
 
 # A few words: a bounded gap between two parts of a phrase.
 _GAP = r"[^.!?\n]{0,48}?"
@@ -202,12 +202,12 @@ _FUNDS = (
         r"address|account))",
         _SEND,
         "to into toward towards",
-        "x wallet address account",
+        "0x wallet address account",
     ),
     _phrase(
         r"\b(?:send|transfer|wire|move|withdraw|sweep|drain|forward|pay)\b" + _GAP + _ADDRESS,
         _SEND,
-        "x",
+        "0x",
     ),
     _phrase(
         r"\b(?:approve|grant|set|give)\b" + _GAP + r"\b(?:unlimited|infinite|max(?:imum)?)\s+"
