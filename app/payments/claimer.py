@@ -62,7 +62,8 @@ log = logging.getLogger("engram.payments.claimer")
 # tests/payments/test_claimer.py: 8 rows, 384k); 8 leaves room for payers that sign through
 # EIP-1271 (a call to their wallet per row).
 CLAIMS_PER_TRANSACTION = 8
-CHANNELS_PER_RUN = 200
+CHANNELS_PER_PAGE = 200  # channels read per query; a run goes through every page
+ROWS_PER_RUN = 200  # pending and unsettled claims looked at per run (the rest: next run)
 
 
 @dataclass(frozen=True)
@@ -165,10 +166,14 @@ def batches(items: list[Due], size: int) -> Iterator[list[Due]]:
 
 
 class Claimer:
-    def __init__(self, channels: Channels, network: str, policy: ClaimPolicy) -> None:
+    def __init__(
+        self, channels: Channels, network: str, policy: ClaimPolicy,
+        page_size: int = CHANNELS_PER_PAGE,
+    ) -> None:  # fmt: skip
         self.channels = channels
         self.network = network
         self.policy = policy
+        self.page_size = page_size
         authorizer = channels.scheme.get_receiver_authorizer_signer()
         assert authorizer is not None  # Channels makes the relayer key the authorizer
         self.authorizer = authorizer.address.lower()
@@ -176,11 +181,17 @@ class Claimer:
     async def run_once(self, pool: asyncpg.Pool) -> ClaimRun:
         done = ClaimRun()
         await self._reconcile(pool, done)
-        claims, refunds = await self._due(pool, done)
-        for batch in batches(claims, CLAIMS_PER_TRANSACTION):
-            await self._claim(pool, batch, done)
-        for due in refunds:
-            await self._refund(pool, due, done)
+        after = ("", "")
+        while True:  # every active channel, a page at a time
+            rows = await self._page(pool, after)
+            claims, refunds = await self._due(pool, rows, done)
+            for batch in batches(claims, CLAIMS_PER_TRANSACTION):
+                await self._claim(pool, batch, done)
+            for due in refunds:
+                await self._refund(pool, due, done)
+            if len(rows) < self.page_size:
+                break
+            after = (rows[-1]["wallet"], rows[-1]["channel_id"])
         await self._settle(pool, done)
         if done.claimed or done.refunded or done.reconciled or done.failed or done.settled:
             log.info("payment channels claimed: %s", done)
@@ -208,7 +219,7 @@ class Claimer:
     async def _reconcile(self, pool: asyncpg.Pool, done: ClaimRun) -> None:
         async with pool.acquire() as conn:
             rows = await repository.pending_claims(
-                conn, self.network, self.authorizer, CHANNELS_PER_RUN
+                conn, self.network, self.authorizer, ROWS_PER_RUN
             )
         for row in rows:
             try:
@@ -225,11 +236,16 @@ class Claimer:
 
     # ---- 2. which channels -------------------------------------------------------------------
 
-    async def _due(self, pool: asyncpg.Pool, done: ClaimRun) -> tuple[list[Due], list[Due]]:
+    async def _page(self, pool: asyncpg.Pool, after: tuple[str, str]) -> list[asyncpg.Record]:
         async with pool.acquire() as conn:
-            rows = await repository.channels_to_claim(
-                conn, self.network, self.authorizer, CHANNELS_PER_RUN
+            return await repository.channels_to_claim(
+                conn, self.network, self.authorizer, after, self.page_size
             )
+
+    async def _due(
+        self, pool: asyncpg.Pool, rows: list[asyncpg.Record], done: ClaimRun
+    ) -> tuple[list[Due], list[Due]]:
+        """Each channel's state read on chain into its row, and what it is due."""
         claims: list[Due] = []
         refunds: list[Due] = []
         now = datetime.now(UTC)
@@ -428,7 +444,7 @@ class Claimer:
         """One settle per receiver and token sweeps every claim confirmed before it."""
         async with pool.acquire() as conn:
             rows = await repository.unsettled_claims(
-                conn, self.network, self.authorizer, CHANNELS_PER_RUN
+                conn, self.network, self.authorizer, ROWS_PER_RUN
             )
         by_pair: dict[tuple[str, str], list[asyncpg.Record]] = {}
         for row in rows:

@@ -28,6 +28,7 @@ class PendingPayment:
     request_fingerprint: bytes
     valid_before: datetime
     payment_identifier: str | None
+    scheme: str = "exact"  # or "upto": which kind of nonce the reconciler asks the chain about
 
 
 async def find(
@@ -59,12 +60,13 @@ async def hold_pending(conn: asyncpg.Connection, p: PendingPayment) -> UUID | No
     redeemable)."""
     payment_id: UUID | None = await conn.fetchval(
         """INSERT INTO payments (payer, wallet, nonce, network, asset, amount, pay_to, endpoint,
-               request_id, request_fingerprint, status, valid_before, payment_identifier)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12)
+               request_id, request_fingerprint, status, valid_before, payment_identifier, scheme)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13)
            ON CONFLICT DO NOTHING
            RETURNING id""",
         p.payer, p.wallet, p.nonce, p.network, p.asset.lower(), p.amount, p.pay_to.lower(),
         p.endpoint, p.request_id, p.request_fingerprint, p.valid_before, p.payment_identifier,
+        p.scheme,
     )  # fmt: skip
     return payment_id
 
@@ -120,7 +122,8 @@ async def pending_before(
 ) -> list[asyncpg.Record]:
     """Pending payments untouched for `seconds`: the reconciler's work, across all wallets."""
     rows: list[asyncpg.Record] = await conn.fetch(
-        """SELECT id, wallet, payer, nonce, network, asset, tx_hash, valid_before FROM payments
+        """SELECT id, wallet, payer, nonce, network, asset, tx_hash, valid_before, scheme
+           FROM payments
            WHERE status = 'pending' AND updated_at < now() - make_interval(secs => $1)
            ORDER BY created_at LIMIT $2""",
         seconds, limit,
@@ -284,11 +287,13 @@ async def charge_voucher(conn: asyncpg.Connection, v: AcceptedVoucher) -> None:
 
 
 async def channels_to_claim(
-    conn: asyncpg.Connection, network: str, receiver_authorizer: str, limit: int
-) -> list[asyncpg.Record]:
+    conn: asyncpg.Connection, network: str, receiver_authorizer: str, after: tuple[str, str],
+    limit: int,
+) -> list[asyncpg.Record]:  # fmt: skip
     """Channels this server's authorizer can claim on, with escrow left or charges unclaimed and
     no claim in flight, with the time of their oldest unclaimed voucher (`unclaimed_since`) and
-    of their last payment (`updated_at`)."""
+    of their last payment (`updated_at`): a page of them, in key order from past `after`
+    (wallet, channel id), so that a run goes through all."""
     rows: list[asyncpg.Record] = await conn.fetch(
         """SELECT c.*,
                   (SELECT v.created_at FROM channel_vouchers v
@@ -301,8 +306,9 @@ async def channels_to_claim(
              AND NOT EXISTS (SELECT 1 FROM channel_claims k
                              WHERE k.wallet = c.wallet AND k.channel_id = c.channel_id
                                AND k.status = 'pending')
-           ORDER BY c.updated_at LIMIT $3""",
-        network, receiver_authorizer.lower(), limit,
+             AND (c.wallet, c.channel_id) > ($3, $4)
+           ORDER BY c.wallet, c.channel_id LIMIT $5""",
+        network, receiver_authorizer.lower(), after[0], after[1], limit,
     )  # fmt: skip
     return rows
 

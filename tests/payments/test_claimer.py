@@ -206,7 +206,9 @@ async def test_channels_are_claimed_past_a_threshold_in_batches_then_settled(
 ) -> None:  # fmt: skip
     payers = [await opened(paid, dev, 2) for _ in range(CLAIMS_PER_TRANSACTION + 1)]
     block = dev.w3.eth.block_number
-    quiet = await claimer(paid, QUIET).run_once(pool)
+    app: Any = paid.app
+    paged = Claimer(app.state.payment_gate.x402.channels, NETWORK, QUIET, page_size=2)
+    quiet = await paged.run_once(pool)  # 2 channels a query: every page is read
     assert (quiet.claimed, quiet.refunded, quiet.claim_transactions) == (0, 0, [])
     assert quiet.refreshed >= len(payers)
     assert dev.w3.eth.block_number == block  # a look at the chain sends nothing
