@@ -67,7 +67,13 @@ from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
 from app.payments.network import configured_networks
 from app.payments.reconcile import RECONCILE_EVERY_SECONDS, Reconciler, chain_readers
-from app.payments.service import PostgresGuard, SharedStoreGuard, X402Service, other_rails
+from app.payments.service import (
+    PostgresGuard,
+    SharedStoreGuard,
+    X402Service,
+    other_rails,
+    upto_offered,
+)
 from app.pinned.controller import PinnedController
 from app.pinned.service import PinnedService
 from app.relations.controller import RelationController
@@ -157,6 +163,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         max_timeout_seconds=settings.x402.max_timeout_seconds,
         channels=build_channels(settings.x402, network.caip2),
         others=other_rails(settings.x402, networks, facilitator is not None),
+        upto=upto_offered(settings.x402, facilitator),
+        unit_prices_usd=settings.x402.unit_prices_usd,
     )
     siwx = SiwxVerifier(network.caip2, auth.window_seconds)
     console_sessions = ConsoleSessions(auth.console_session_ttl_seconds)

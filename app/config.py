@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar, get_type_hints
 
-from app.kit.contract import DEFAULT_PRICES_USD, OVERALL_PER_MINUTE
+from app.kit.contract import DEFAULT_PRICES_USD, DEFAULT_UNIT_PRICES_USD, OVERALL_PER_MINUTE
 
 # Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
 # at 512 dims; offline default: all-MiniLM-L6-v2, 384 dims).
@@ -101,7 +101,7 @@ def proxy_list(name: str, raw: str) -> tuple[str, ...]:
 
 # x402 schemes Engram can take: `exact` always; `batch-settlement` (payment channels) on request,
 # or by default where it can be settled here (AUTO_SCHEMES)
-X402_SCHEMES = ("exact", "batch-settlement")
+X402_SCHEMES = ("exact", "batch-settlement", "upto")
 AUTO_SCHEMES = "auto"
 
 
@@ -113,7 +113,9 @@ def x402_schemes(name: str, raw: str) -> str:
     schemes = comma_list(name, raw)
     unknown = [s for s in schemes if s not in X402_SCHEMES]
     if unknown or "exact" not in schemes:
-        raise SystemExit(f"{name} must list exact, and may add batch-settlement; got {raw!r}")
+        raise SystemExit(
+            f"{name} must list exact, and may add batch-settlement and upto; got {raw!r}"
+        )
     return ",".join(schemes)
 
 
@@ -500,9 +502,22 @@ class X402Settings(SettingsGroup):
             return bool(self.pay_to and self.relayer_key and self.rpc_url)
         return "batch-settlement" in self.schemes.split(",")
 
+    @property
+    def upto(self) -> bool:
+        """x402's `upto` scheme is offered on variable-cost routes (app/payments/upto.py): when
+        listed, or by default when this server settles itself (the payer's permit names the
+        relayer as the one facilitator that may settle it)."""
+        if self.schemes == AUTO_SCHEMES:
+            return bool(self.pay_to and self.relayer_key and self.rpc_url)
+        return "upto" in self.schemes.split(",")
+
     # USD per kind of paid call (app/payments/prices.py), each ENGRAM_PRICE_<KIND>
     prices_usd: dict[str, Decimal] = env_family(  # noqa: RUF009
         "ENGRAM_PRICE_", DEFAULT_PRICES_USD, usd_amount
+    )
+    # USD per unit of a variable-cost call paid with `upto`, each ENGRAM_UNIT_PRICE_<UNIT>
+    unit_prices_usd: dict[str, Decimal] = env_family(  # noqa: RUF009
+        "ENGRAM_UNIT_PRICE_", DEFAULT_UNIT_PRICES_USD, usd_amount
     )
     # Networks taken beside ENGRAM_X402_NETWORK, each with its own ENGRAM_X402_<NAME>_* variables
     networks: tuple[ExtraNetwork, ...] = env_networks()

@@ -35,6 +35,7 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
     with DevChain(chain_id=8453) as chain:
         chain.install_usdc()
         escrow = chain.install_batch_settlement()
+        upto_proxy = chain.install_upto_proxy()
         demo = Account.from_key(DEMO_WALLET_KEY)
         chain.fund(demo.address, DEMO_WALLET_USDC)
         pay_to = Account.from_key(DEV_PAY_TO_KEY).address
@@ -46,7 +47,7 @@ def dev_chain(settings: Settings) -> Iterator[Settings]:
         url = f"http://{settings.server.host}:{settings.server.port}"
         print(
             f"dev chain: anvil at {chain.rpc_url} (chain 8453), USDC at {chain.usdc_address}\n"
-            f"  batch-settlement escrow at {escrow}\n"
+            f"  batch-settlement escrow at {escrow}, upto proxy at {upto_proxy}\n"
             f"  demo wallet {demo.address} holds 100 USDC; its key: {DEMO_WALLET_KEY}\n"
             f"  payments go to {pay_to}; free tier: {free_calls} calls per wallet\n"
             f"  try: python -m app.dev.paying_agent --url {url}",

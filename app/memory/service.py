@@ -110,6 +110,15 @@ async def insert_settled(
     return await repo.insert_many(conn, new)
 
 
+async def update_settled(
+    conn: asyncpg.Connection, wallet: str, current: asyncpg.Record, changes: dict[str, Any]
+) -> asyncpg.Record:
+    """Apply changes to a stored memory once the namespace guard settled a new content's flags
+    (or refused it, or quarantined it again: app/guard/service.py)."""
+    await guard.settle_change(conn, wallet, current["namespace"], changes)
+    return await repo.update(conn, wallet, current["id"], changes)
+
+
 def held_back_from(
     ranked: list[Recalled], limit: int, exclude_flagged: bool
 ) -> tuple[list[Recalled], int]:
@@ -430,7 +439,7 @@ class MemoryService:
         changes = self.content_columns(content, embedded.vectors[0]) | _stored_over(fields, item)
         if actor.for_owner:
             del changes["expires_at"]
-        after = await repo.update(conn, wallet, current["id"], changes)
+        after = await update_settled(conn, wallet, current, changes)
         change = history.versioned(current, after)
         if merged:
             change.changes["merged"] = {"stored": current["content"], "sent": fields.content}
@@ -715,7 +724,7 @@ class MemoryService:
             tokens = embedded.tokens
         if not changes:
             return rows[0], rows[0], 0
-        return rows[0], await repo.update(conn, wallet, rows[0]["id"], changes), tokens
+        return rows[0], await update_settled(conn, wallet, rows[0], changes), tokens
 
     async def update_batch(
         self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]

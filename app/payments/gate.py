@@ -33,7 +33,7 @@ from app.auth.free_tier import FreeTier
 from app.payments.channels import ChannelCharge
 from app.payments.discovery import Discovery, declarations
 from app.payments.offers import Offer
-from app.payments.prices import price_of
+from app.payments.prices import metered_by, price_of
 from app.payments.proofs import ChannelProof, carries_proof
 from app.payments.service import PaidCall, X402Charge, X402Service
 from app.usage.service import UsageService, endpoint_label
@@ -107,6 +107,7 @@ def paid_call(request: AnyRequest, discovery: Discovery | None = None) -> PaidCa
         headers=dict(request.headers),
         request_id=request_id_of(request.scope),
         discovery=discovery,
+        metered=metered_by(request.scope.get("route_handler")),
     )
 
 
@@ -189,6 +190,7 @@ class Gate:
             payment = await self.x402.accept(conn, call, owner, offer, checked, body)
             request.scope["user"] = owner
             try:
+                payment = self.x402.price_upto(call, payment, body)  # before any work
                 await self._note_remaining(request, conn, owner)
             except BaseException:
                 await self.x402.release(payment)  # the caller never learns of this charge
@@ -219,9 +221,12 @@ class Gate:
             )
             await self.usage.count_call(conn, charge.wallet, _endpoint(request), paid=True)
         elif isinstance(charge, X402Payment):
-            settled = await self.x402.settle(
-                _ledger(request), charge.call, charge.payment, charge.wallet
-            )
+            captured = state.get("captured_response")
+            payment = self.x402.final_upto(
+                charge.call, charge.payment, await request.body(),
+                captured.body if captured else None,
+            )  # fmt: skip
+            settled = await self.x402.settle(_ledger(request), charge.call, payment, charge.wallet)
             state["settled_payment"] = settled
             state["paid_response_headers"] = await self.x402.complete(
                 conn, charge.payment, charge.wallet, settled, state.get("captured_response")

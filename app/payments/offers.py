@@ -26,6 +26,7 @@ from x402.extensions.payment_identifier import (
 from x402.http.utils import encode_payment_required_header
 from x402.mechanisms.evm.batch_settlement.constants import SCHEME_BATCH_SETTLEMENT
 from x402.mechanisms.evm.batch_settlement.server import BatchSettlementEvmScheme
+from x402.mechanisms.evm.constants import SCHEME_UPTO
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo, SupportedKind
 from x402.schemas.v1 import PaymentRequirementsV1
 
@@ -35,6 +36,7 @@ from app.payments.network import Network
 
 SCHEME = "exact"
 CHANNEL_SCHEME = SCHEME_BATCH_SETTLEMENT  # x402 payment channels (app/payments/channels.py)
+UPTO_SCHEME = SCHEME_UPTO  # variable-cost calls: a signed maximum, the real cost settled (upto.py)
 # A channel's smallest deposit, in calls of the route's price (x402's `extra.minDeposit`, which
 # stock clients deposit): x402's default is 10, one on-chain deposit per 10 calls; issue 36's
 # target is at most one transaction per 100 paid calls. At $0.005 a call that is $0.50.
@@ -53,6 +55,8 @@ class Offer:
     discovery: Discovery | None = None  # the route's bazaar declaration, made once
     # x402's server scheme for payment channels, when they are offered (ENGRAM_X402_SCHEMES)
     channels: BatchSettlementEvmScheme | None = None
+    # the relayer that settles `upto` payments, when the route is metered and `upto` is offered
+    upto_facilitator: str | None = None
 
     @property
     def amount(self) -> int:
@@ -89,6 +93,20 @@ class Offer:
         )
         kind = SupportedKind(x402_version=2, scheme=CHANNEL_SCHEME, network=self.network.caip2)
         return self.channels.enhance_payment_requirements(requirements, kind, [])
+
+    def upto_requirements(self, amount: int | None = None) -> PaymentRequirements | None:
+        """The `upto` offer beside `exact` (None when not offered): the route's price as the
+        maximum the payer signs for, and the facilitator its permit must name; with `amount`,
+        what settles (the call's real cost)."""
+        if self.upto_facilitator is None:
+            return None
+        return self.requirements().model_copy(
+            update={
+                "scheme": UPTO_SCHEME,
+                "amount": str(self.amount if amount is None else amount),
+                "extra": {**self._extra(), "facilitatorAddress": self.upto_facilitator},
+            }
+        )
 
     def requirements_v1(self) -> PaymentRequirementsV1:
         return PaymentRequirementsV1(
@@ -137,14 +155,19 @@ OFFERS_KEPT = 256
 @functools.lru_cache(maxsize=OFFERS_KEPT)
 def payment_required_header(offers: tuple[Offer, ...], error: str) -> str:
     """The v2 challenge, base64 JSON as x402 encodes it: per network (the default first), its
-    `exact` entry and its `batch-settlement` one when channels are on."""
+    `exact` entry, its `batch-settlement` one when channels are on, and its `upto` one on a
+    metered route when `upto` is offered."""
     payment_required = PaymentRequired(
         error=error,
         resource=offers[0].resource(),
         accepts=[
             requirements
             for offer in offers
-            for requirements in (offer.requirements(), offer.channel_requirements())
+            for requirements in (
+                offer.requirements(),
+                offer.channel_requirements(),
+                offer.upto_requirements(),
+            )
             if requirements is not None
         ],
         extensions={

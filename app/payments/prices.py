@@ -9,13 +9,15 @@ table to drift.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from app.kit.contract import (
     BATCH_UPDATE,
     DEFAULT_PRICES_USD,
+    DEFAULT_UNIT_PRICES_USD,
     LLM_CALL,
+    PER_1K_TOKENS,
+    PER_ITEM,
     RECALL,
     STORE,
     STORE_BATCH,
@@ -41,19 +43,6 @@ __all__ = [
 
 PRICE_OPT_KEY = "price"
 METERED_OPT_KEY = "metered"
-
-# What a variable-cost call is metered by when it is paid with x402's `upto` scheme (upto.py):
-# the items it stores, or the thousands of LLM tokens it used (rounded up). The route's fixed
-# price stays the most an `upto` payment is signed for, so `upto` never costs more than `exact`.
-PER_ITEM = "item"
-PER_1K_TOKENS = "1k_tokens"
-# USD per unit (ENGRAM_UNIT_PRICE_ITEM, ENGRAM_UNIT_PRICE_1K_TOKENS). An item is a hundredth
-# of a batch's $0.04 (a full batch of 100 costs what `exact` charges); 1k tokens cost $0.002,
-# so the $0.01 of an LLM call buys 5k tokens, a long conversation's extraction.
-DEFAULT_UNIT_PRICES_USD: dict[str, Decimal] = {
-    PER_ITEM: Decimal("0.0004"),
-    PER_1K_TOKENS: Decimal("0.002"),
-}
 
 
 def paid(kind: str, metered: str | None = None) -> dict[str, Any]:

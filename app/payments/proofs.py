@@ -98,7 +98,7 @@ class ChannelProof:
     payment_id: str | None = None
 
 
-def _decode_json(raw: str) -> dict[str, Any]:
+def decode_proof_json(raw: str) -> dict[str, Any]:
     try:
         data = decode_base64_json(raw, MAX_HEADER_CHARS, MAX_HEADER_DEPTH)
     except UnreadableJson as exc:
@@ -133,7 +133,7 @@ def carries_proof(headers: Mapping[str, str]) -> bool:
     return bool(headers.get(V2_HEADER) or headers.get(V1_HEADER))
 
 
-def _offer_named(network: str, version: int, offer: Offer, others: tuple[Offer, ...]) -> Offer:
+def offer_named(network: str, version: int, offer: Offer, others: tuple[Offer, ...]) -> Offer:
     """The offer for the network a proof names (v2: its CAIP-2 id; v1: its x402 v1 name, which
     not every network has); `offer`, the default network's, when it names none of them, which
     its network check then refuses."""
@@ -154,7 +154,7 @@ def read_proof(headers: dict[str, str], offer: Offer, *others: Offer) -> Proof |
         raw, header = headers.get(V1_HEADER), V1_HEADER
     if not raw:
         return None
-    data = _decode_json(raw)
+    data = decode_proof_json(raw)
     version = data.get("x402Version", 2 if header == V2_HEADER else 1)
     if type(version) is not int or version not in (1, 2):  # bool is no version
         raise PaymentRejected("invalid_x402_version", f"x402Version {version!r} is not supported")
@@ -167,7 +167,7 @@ def read_proof(headers: dict[str, str], offer: Offer, *others: Offer) -> Proof |
         scheme, network = str(accepted.get("scheme", "")), str(accepted.get("network", ""))
     else:
         scheme, network = str(data.get("scheme", "")), str(data.get("network", ""))
-    offer = _offer_named(network, version, offer, others)
+    offer = offer_named(network, version, offer, others)
     try:
         # Engram's own resource and bazaar declaration, never the client's echo of them: what
         # the facilitator is handed is what a catalogue lists
@@ -179,7 +179,7 @@ def read_proof(headers: dict[str, str], offer: Offer, *others: Offer) -> Proof |
         )
     except ValidationError as exc:
         raise PaymentRejected("invalid_payload", "The proof's payload is malformed") from exc
-    payment_id = _payment_id(data.get("extensions"))
+    payment_id = payment_id_of(data.get("extensions"))
     return Proof(version, header, payload, _authorization(inner), scheme, network, payment_id)
 
 
@@ -193,13 +193,13 @@ def read_channel_proof(
     raw = headers.get(V2_HEADER)
     if not raw:
         return None
-    data = _decode_json(raw)
+    data = decode_proof_json(raw)
     accepted = data.get("accepted")
     if not isinstance(accepted, dict) or accepted.get("scheme") != CHANNEL_SCHEME:
         return None
     if data.get("x402Version") != 2:
         raise PaymentRejected("invalid_x402_version", "Payment channels are x402 v2 only")
-    offer = _offer_named(str(accepted.get("network", "")), 2, offer, others)
+    offer = offer_named(str(accepted.get("network", "")), 2, offer, others)
     requirements = offer.channel_requirements()
     assert requirements is not None  # channels are on: read only then
     inner = data.get("payload")
@@ -239,11 +239,11 @@ def read_channel_proof(
         cumulative=cumulative,
         signature=signature,
         claimed_network=str(accepted.get("network", "")),
-        payment_id=_payment_id(data.get("extensions")),
+        payment_id=payment_id_of(data.get("extensions")),
     )
 
 
-def _payment_id(extensions: Any) -> str | None:
+def payment_id_of(extensions: Any) -> str | None:
     """The payment-identifier extension's id, checked with x402's own validation; None when the
     proof carries none.
 

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 import asyncpg
 from web3 import Web3
+from x402.mechanisms.evm.constants import PERMIT2_ADDRESS
 
 from app.config import X402Settings
 from app.payments import repository
 from app.payments.network import configured_networks, network_settings
+from app.payments.offers import UPTO_SCHEME
 
 log = logging.getLogger("engram.payments.reconcile")
 
@@ -37,6 +39,19 @@ AUTHORIZATION_STATE_ABI = [
             {"name": "nonce", "type": "bytes32"},
         ],
         "outputs": [{"name": "", "type": "bool"}],
+    }
+]
+# Permit2's record of spent unordered nonces (an `upto` permit's nonce, app/payments/upto.py)
+NONCE_BITMAP_ABI = [
+    {
+        "name": "nonceBitmap",
+        "type": "function",
+        "stateMutability": "view",
+        "inputs": [
+            {"name": "owner", "type": "address"},
+            {"name": "wordPos", "type": "uint256"},
+        ],
+        "outputs": [{"name": "", "type": "uint256"}],
     }
 ]
 ROWS_PER_RUN = 200
@@ -58,6 +73,23 @@ class ChainReader:
             Web3.to_checksum_address(payer), bytes.fromhex(nonce.removeprefix("0x"))
         )
         return bool(await asyncio.to_thread(call.call))
+
+    async def permit2_nonce_used(self, payer: str, nonce: str) -> bool:
+        """Whether Permit2 spent the payer's unordered nonce (an `upto` permit's): bit
+        `nonce & 255` of word `nonce >> 8` in its nonceBitmap."""
+        permit2 = self.w3.eth.contract(
+            address=Web3.to_checksum_address(PERMIT2_ADDRESS), abi=NONCE_BITMAP_ABI
+        )
+        value = int(nonce, 16)
+        call = permit2.functions.nonceBitmap(Web3.to_checksum_address(payer), value >> 8)
+        word = int(await asyncio.to_thread(call.call))
+        return bool(word >> (value & 0xFF) & 1)
+
+    async def spent(self, row: asyncpg.Record) -> bool:
+        """Whether the pending row's payment settled: its nonce used where its scheme keeps it."""
+        if row["scheme"] == UPTO_SCHEME:
+            return await self.permit2_nonce_used(row["payer"], row["nonce"])
+        return await self.nonce_used(row["asset"], row["payer"], row["nonce"])
 
 
 @dataclass
@@ -109,7 +141,7 @@ class Reconciler:
         if chain is None:
             return None
         try:
-            return await chain.nonce_used(row["asset"], row["payer"], row["nonce"])
+            return await chain.spent(row)
         except Exception:
             log.exception("could not read the payment's nonce on chain; retried next run")
             return None

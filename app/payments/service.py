@@ -26,16 +26,16 @@ from uuid import UUID
 import anyio
 import asyncpg
 from x402.http.utils import encode_payment_response_header
-from x402.schemas import SettleResponse
+from x402.schemas import PaymentRequirements, SettleResponse
 
-from app.config import X402Settings, network_prefix
+from app.config import AUTO_SCHEMES, X402Settings, network_prefix
 from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
 from app.payments import repository
 from app.payments.channels import ChannelCharge, Channels, build_channels
 from app.payments.discovery import Discovery
-from app.payments.facilitators import Facilitator, build_facilitator
+from app.payments.facilitators import Facilitator, LocalFacilitator, build_facilitator
 from app.payments.network import Network, network_settings
-from app.payments.offers import Offer, challenge
+from app.payments.offers import SCHEME, UPTO_SCHEME, Offer, challenge
 from app.payments.proofs import (
     ChannelProof,
     PaymentRejected,
@@ -44,6 +44,14 @@ from app.payments.proofs import (
     check_channel_for_network,
     read_channel_proof,
     read_proof,
+)
+from app.payments.upto import (
+    check_cost_within,
+    check_upto_offer,
+    cost_of,
+    read_upto_proof,
+    units_after,
+    units_before,
 )
 from app.shared import metrics
 from app.shared.store import SharedStore, StoreUnavailable
@@ -73,6 +81,7 @@ class PaidCall:
     request_id: str
     headers: Mapping[str, str] = field(repr=False)  # credentials among them: never logged
     discovery: Discovery | None = field(default=None, repr=False)  # the route's, for x402's bazaar
+    metered: str | None = None  # the unit a variable-cost route is metered by (prices.py)
 
     @property
     def endpoint(self) -> str:
@@ -160,6 +169,26 @@ class X402Charge:
     # this proof's redeemable ledger row (settled, its work never committed): completed, not
     # settled again
     redeemable: asyncpg.Record | None = None
+    cost: int | None = None  # an `upto` payment's cost to settle (atomic units), once known
+
+    @property
+    def upto(self) -> bool:
+        return self.proof.claimed_scheme == UPTO_SCHEME
+
+    @property
+    def amount(self) -> int:
+        """What settles: the route's price, or an `upto` payment's cost."""
+        return self.offer.amount if self.cost is None else self.cost
+
+    def requirements(self) -> PaymentRequirements:
+        """What the payment is verified against: for `upto`, the maximum signed for."""
+        upto = self.offer.upto_requirements() if self.upto else None
+        return upto or self.offer.requirements()
+
+    def settle_requirements(self) -> PaymentRequirements:
+        """What the payment settles: for `upto`, the call's cost."""
+        upto = self.offer.upto_requirements(self.amount) if self.upto else None
+        return upto or self.offer.requirements()
 
 
 @dataclass(frozen=True)
@@ -279,6 +308,22 @@ def other_rails(
     return tuple(rails)
 
 
+def upto_offered(x402: X402Settings, facilitator: Facilitator | None) -> bool:
+    """Whether `upto` is offered: the payer's permit names the one facilitator that may settle
+    it, so only where Engram settles itself (a relayer key over an RPC URL). Listed in
+    ENGRAM_X402_SCHEMES without one, the start stops, named; by default (auto) it is left out."""
+    if not x402.upto:
+        return False
+    if not isinstance(facilitator, LocalFacilitator):
+        if x402.schemes == AUTO_SCHEMES:
+            return False  # a facilitator URL or CDP key settles here: not this relayer
+        raise SystemExit(
+            "ENGRAM_X402_SCHEMES lists upto, which Engram settles with its own relayer: set"
+            " ENGRAM_X402_RPC_URL and ENGRAM_X402_RELAYER_KEY (and no facilitator URL or CDP key)"
+        )
+    return True
+
+
 class X402Service:
     def __init__(
         self,
@@ -289,6 +334,8 @@ class X402Service:
         max_timeout_seconds: int,
         channels: Channels | None = None,
         others: tuple[Rail, ...] = (),
+        upto: bool = False,
+        unit_prices_usd: Mapping[str, Decimal] | None = None,
     ) -> None:
         self.network = network  # the default network (ENGRAM_X402_NETWORK) and how it settles
         self.pay_to = pay_to
@@ -297,6 +344,8 @@ class X402Service:
         self.max_timeout_seconds = max_timeout_seconds
         self.channels = channels  # x402 payment channels, offered beside `exact` when set
         self.others = others  # further networks, offered after the default one
+        self.upto = upto  # x402's `upto` offered on metered routes, where a local relayer settles
+        self.unit_prices_usd = dict(unit_prices_usd or {})
 
     @property
     def enabled(self) -> bool:
@@ -321,12 +370,21 @@ class X402Service:
         pairs = [(self.network, self.channels), *((r.network, r.channels) for r in self.others)]
         return tuple((network, channels) for network, channels in pairs if channels is not None)
 
+    def upto_facilitator(self, network: Network, call: PaidCall) -> str | None:
+        """Who settles `upto` payments for `call` on `network`: the local relayer (the payer's
+        permit names it), on a metered route when `upto` is offered; else None."""
+        facilitator = self.facilitator_on(network)
+        if not (self.upto and call.metered and isinstance(facilitator, LocalFacilitator)):
+            return None
+        return facilitator.relayer_address
+
     def offers(self, call: PaidCall, price: Decimal) -> tuple[Offer, ...]:
         """The call's offer on each network, the default network's first."""
         first = self.offer(call, price)
         return (first, *(
             replace(first, network=rail.network, pay_to=rail.pay_to,
-                    channels=rail.channels.scheme if rail.channels else None)
+                    channels=rail.channels.scheme if rail.channels else None,
+                    upto_facilitator=self.upto_facilitator(rail.network, call))
             for rail in self.others
         ))  # fmt: skip
 
@@ -341,6 +399,7 @@ class X402Service:
             description=call.discovery.description if call.discovery else f"Engram {call.endpoint}",
             discovery=call.discovery,
             channels=self.channels.scheme if self.channels else None,
+            upto_facilitator=self.upto_facilitator(self.network, call),
         )
 
     def require_payment(
@@ -369,6 +428,14 @@ class X402Service:
             return None
         offers = self.offers(call, price)
         try:
+            upto = read_upto_proof(call.headers, *offers) if call.metered else None
+            if upto is not None:
+                upto_offer, upto_proof = upto
+                assert upto_offer.upto_facilitator is not None  # read only where offered
+                check_upto_offer(
+                    upto_proof, upto_offer, upto_offer.upto_facilitator, int(time.time())
+                )
+                return upto
             proof = read_proof(dict(call.headers), *offers)
             if proof is None:
                 return None
@@ -377,6 +444,39 @@ class X402Service:
         except PaymentRejected as rejected:
             self.require_payment(call, price, rejected.message, rejected.reason)
         return offer, proof
+
+    # ---- upto (upto.py): a signed maximum, the call's cost settled ---------------------------
+
+    def _upto_cost(self, call: PaidCall, units: int, offer: Offer) -> int:
+        assert call.metered is not None
+        return cost_of(units, self.unit_prices_usd[call.metered], offer.network.atomic)
+
+    def price_upto(self, call: PaidCall, charge: X402Charge, body: bytes) -> X402Charge:
+        """An `upto` charge with its cost as known before the work (a batch's items, a bound on
+        an LLM call's tokens); a cost above the signed maximum is refused before any work."""
+        if not charge.upto:
+            return charge
+        assert call.metered is not None
+        cost = self._upto_cost(call, units_before(call.metered, body), charge.offer)
+        try:
+            check_cost_within(charge.proof, cost)
+        except PaymentRejected as rejected:
+            self.require_payment(call, charge.offer.price_usd, rejected.message, rejected.reason)
+        return replace(charge, cost=cost)
+
+    def final_upto(
+        self, call: PaidCall, charge: X402Charge, body: bytes, answer: bytes | None
+    ) -> X402Charge:
+        """An `upto` charge with the cost its work reports (the tokens an LLM used), never above
+        what was signed for: the bound checked before the work holds it there, and a tokenizer
+        that counted past it is charged the maximum, not refused after the work is done."""
+        if not charge.upto:
+            return charge
+        assert call.metered is not None
+        cost = self._upto_cost(call, units_after(call.metered, body, answer), charge.offer)
+        if cost > charge.proof.authorization.value:
+            log.warning("an upto call used more than its bound; settling the signed maximum")
+        return replace(charge, cost=min(cost, charge.proof.authorization.value))
 
     # ---- payment channels (channels.py): a deposit settles on chain, a voucher does not ----
 
@@ -518,7 +618,7 @@ class X402Service:
         facilitator = self.facilitator_on(charge.offer.network)
         assert facilitator is not None
         try:
-            verdict = await facilitator.verify(charge.proof.payload, charge.offer.requirements())
+            verdict = await facilitator.verify(charge.proof.payload, charge.requirements())
         except Exception as exc:
             log.exception("facilitator verify failed")
             metrics.X402_VERIFICATIONS.labels("error").inc()
@@ -558,7 +658,8 @@ class X402Service:
             nonce=auth.nonce,
             network=charge.offer.network.caip2,
             asset=charge.offer.network.asset,
-            amount=charge.offer.amount,
+            amount=charge.amount,
+            scheme=charge.proof.claimed_scheme if charge.upto else SCHEME,
             pay_to=charge.offer.pay_to,
             endpoint=call.endpoint,
             request_id=call.request_id,
@@ -586,7 +687,7 @@ class X402Service:
         assert facilitator is not None
         started = time.perf_counter()
         try:
-            receipt = await facilitator.settle(charge.proof.payload, charge.offer.requirements())
+            receipt = await facilitator.settle(charge.proof.payload, charge.settle_requirements())
         except Exception as exc:
             log.exception("facilitator settle failed; the payment stays pending to reconcile")
             metrics.SETTLE_SECONDS.observe(time.perf_counter() - started)

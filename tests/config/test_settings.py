@@ -94,9 +94,9 @@ def test_every_variable_reaches_its_setting(
     else:
         raw, expected = SAMPLES[var.parse]
     value = getattr(getattr(Settings.from_env({var.name: raw}), group_name), field_name)
-    if var.name.startswith("ENGRAM_PRICE_"):
-        kind = var.name.removeprefix("ENGRAM_PRICE_").lower()
-        value = value[kind]
+    for prefix in ("ENGRAM_PRICE_", "ENGRAM_UNIT_PRICE_"):
+        if var.name.startswith(prefix):
+            value = value[var.name.removeprefix(prefix).lower()]
     assert value == expected != var.default
 
 
@@ -137,7 +137,8 @@ def test_parsing_is_unchanged() -> None:
         read({"ENGRAM_TRUSTED_PROXIES": "10.0.0.1, proxy.local"})
     assert read({}).x402.channels is False  # payment channels are off unless asked for
     assert read({"ENGRAM_X402_SCHEMES": "exact,batch-settlement"}).x402.channels is True
-    for wrong in ("batch-settlement", "exact,upto"):
+    assert read({"ENGRAM_X402_SCHEMES": "exact,upto"}).x402.upto is True
+    for wrong in ("batch-settlement", "exact,sometimes"):
         with pytest.raises(SystemExit, match=r"^ENGRAM_X402_SCHEMES must list exact"):
             read({"ENGRAM_X402_SCHEMES": wrong})
 
