@@ -15,7 +15,7 @@ Every new memory passes through `settle` just before it is inserted: it gets its
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 from uuid import UUID
 
 import asyncpg
@@ -69,6 +69,30 @@ async def settle(conn: asyncpg.Connection, wallet: str, new: list[NewMemory]) ->
             )
         elif mode == "review" and by_others:
             n.quarantined = True
+
+
+async def settle_change(
+    conn: asyncpg.Connection, wallet: str, namespace: str, changes: dict[str, Any]
+) -> None:
+    """Changes to a stored memory (`changes`: its columns, a new content's `flags` among them),
+    as the guard of the namespace it ends in says: a new content's flags dropped (off), the
+    request refused when they are not empty (refuse), or the memory quarantined again when a
+    grantee or an agent key changes its content or moves it there (review): an approved memory
+    rewritten is a new one to approve."""
+    if "content" not in changes and "namespace" not in changes:
+        return
+    landing = changes.get("namespace", namespace)
+    by_others = WRITING.get().writer != "owner"
+    flags = changes.get("flags") or []
+    if not flags and not by_others:
+        return
+    mode = (await repo.modes(conn, wallet, [landing])).get(landing, DEFAULT_MODE)
+    if mode == "off" and "flags" in changes:
+        changes["flags"] = None
+    elif mode == "refuse" and flags:
+        raise MemoryRefused(landing, flags)
+    elif mode == "review" and by_others:
+        changes["quarantined"] = True
 
 
 async def set_mode(conn: asyncpg.Connection, wallet: str, namespace: str, mode: str) -> None:

@@ -77,3 +77,25 @@ async def test_refuse_answers_its_own_code_and_stores_nothing(
     count = await client.get("/v1/memories/count?namespace=strict", headers=auth(wallet))
     assert count.json()["count"] == 0  # nothing of either request
     await store_memory(client, wallet, "A clean note", namespace="strict")
+
+
+async def test_an_update_meets_the_same_guard(client: AsyncTestClient, wallet) -> None:
+    await _set_guard(client, wallet, "strict", "refuse")
+    body = await store_memory(client, wallet, "A clean note", namespace="strict")
+    r = await client.patch(f"/v1/memories/{body['id']}", json={"content": POISON},
+                           headers=auth(wallet))  # fmt: skip
+    assert r.status_code == 422 and r.json()["error"]["code"] == "MEMORY_REFUSED", r.text
+    r = await client.get(f"/v1/memories/{body['id']}", headers=auth(wallet))
+    assert r.json()["content"] == "A clean note" and r.json()["version"] == 1  # unchanged
+    # a keyed store over a memory is an update too
+    keyed = await store_memory(client, wallet, "Deploy on Fridays", namespace="strict", key="k")
+    r = await client.post("/v1/store", json={"content": POISON, "namespace": "strict", "key": "k"},
+                          headers=auth(wallet))  # fmt: skip
+    assert r.status_code == 422 and r.json()["error"]["code"] == "MEMORY_REFUSED", r.text
+    r = await client.get(f"/v1/memories/{keyed['id']}", headers=auth(wallet))
+    assert r.json()["content"] == "Deploy on Fridays"
+    await _set_guard(client, wallet, "raw", "off")
+    off = await store_memory(client, wallet, "Another clean note", namespace="raw")
+    r = await client.patch(f"/v1/memories/{off['id']}", json={"content": POISON},
+                           headers=auth(wallet))  # fmt: skip
+    assert r.status_code == 200 and r.json()["flags"] == [], r.text

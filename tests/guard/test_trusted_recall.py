@@ -121,3 +121,26 @@ async def test_review_quarantines_others_writes_until_the_owner_approves(
     await client.post(f"/v1/memories/{grantee_id}/approve", headers=auth(wallet))
     again = await client.get(f"/v1/memories/{grantee_id}/history", headers=auth(wallet))
     assert len(again.json()["history"]) == len(changes)
+
+
+async def test_an_approved_memory_rewritten_by_a_grantee_is_quarantined_again(
+    client: AsyncTestClient, wallet
+) -> None:
+    grantee = Account.create()
+    await grant(client, wallet, grantee, "write", "shared")
+    await client.put("/v1/namespaces/shared/guard", json={"mode": "review"}, headers=auth(wallet))
+    r = await client.post("/v1/store", json={"content": CLEAN, "namespace": "shared"},
+                          headers=as_grantee(grantee, wallet))  # fmt: skip
+    memory_id = r.json()["id"]
+    r = await client.post(f"/v1/memories/{memory_id}/approve", headers=auth(wallet))
+    assert r.status_code == 200 and "quarantined" not in r.json()
+    r = await client.patch(f"/v1/memories/{memory_id}", json={"content": POISONED},
+                           headers=as_grantee(grantee, wallet))  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert r.json()["quarantined"] is True
+    answer = await _recall(client, auth(wallet), namespace="shared")
+    assert memory_id not in {m["id"] for m in answer["memories"]}
+    # the owner's own edit of a memory leaves its state as it is
+    r = await client.patch(f"/v1/memories/{memory_id}", json={"content": CLEAN},
+                           headers=auth(wallet))  # fmt: skip
+    assert r.json()["quarantined"] is True and r.json()["flags"] == []
