@@ -70,16 +70,44 @@ _MODEL = "ai assistant model bot agent chatbot gpt llm claude chatgpt"
 # assistant: always ..."), and concealment from the user ("do not tell the user").
 _INSTRUCTION = (
     _phrase(
-        r"\b(?:ignore|disregard|forget|override|bypass|skip|drop)\b"
+        r"\b(?:ignore|disregard|forget|override|bypass|skip|drop|abandon|discard|neglect|"
+        r"nullify|set\s+aside|put\s+aside|stop\s+following|no\s+longer\s+follow)\b"
         + _GAP
         + r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|original|"
-        r"other)\b" + _GAP + r"\b(?:instructions?|prompts?|rules|directives|guidelines|"
-        r"guardrails|policies|policy|constraints|safety|restrictions|context|messages?|orders|"
-        r"programming)\b",
-        "ignore disregard forget override bypass skip drop",
+        r"other|what)\b"
+        + _GAP
+        + r"\b(?:instructions?|prompts?|rules|directives|guidelines|guardrails|policies|policy|"
+        r"constraints|safety|restrictions|context|messages?|orders|programming|guidance|"
+        r"directions|training|told\s+you|were\s+given)\b",
+        "ignore disregard forget override bypass skip drop abandon discard neglect nullify"
+        " aside following follow",
         "instruction instructions prompt prompts rules directives guidelines guardrails"
         " policies policy constraints safety restrictions context message messages orders"
-        " programming",
+        " programming guidance directions training told given",
+    ),
+    _phrase(
+        r"\b(?:treat|consider|regard|read)\s+(?:everything|all|anything|the\s+text|this|"
+        r"what(?:ever)?)\b"
+        + _GAP
+        + r"\b(?:below|above|that\s+follows|after\s+this|here)\b"
+        + _GAP
+        + r"\bas\s+(?:coming\s+from|from|written\s+by|an?\s+(?:instruction|order|command)|"
+        r"instructions|orders|commands|your\s+(?:operator|developer|owner|system))",
+        "treat consider regard read",
+        "below above follows after here",
+    ),
+    _phrase(
+        r"\b(?:this\s+is\s+your|the\s+real|your\s+true|your\s+actual)\s+(?:operator|"
+        r"developer|owner|creator|admin|administrator|master)\b"
+        r"|\b(?:operator|developer|owner|creator|admin|administrator)\s+(?:speaks|speaking|"
+        r"here)\s+now\b",
+        "operator developer owner creator admin administrator master",
+    ),
+    _phrase(
+        r"\byou\s+(?:must|should|will|shall|are\s+to)\s+(?:now|henceforth|from\s+here\s+on)"
+        r"\s+(?:act|behave|respond|answer|reply|operate|pretend|obey|follow|be)\b",
+        "must should will shall are",
+        "now henceforth here",
     ),
     _phrase(
         r"(?:^|\n|[.!?;][ \t]{1,3})[ \t>*#\-\[(]{0,6}(?:system|assistant|developer|sys|admin|"
@@ -174,6 +202,9 @@ _MONEY = (
     r"assets|wallet|treasury|stablecoins?|\$\s?\d[\d,.]*k?|\d[\d,.]*\s?(?:usdc|usdt|eth|dai|btc))"
 )
 _SEND = "send transfer wire move withdraw bridge sweep drain forward pay remit deposit"
+_SENDING = (
+    "sending transferring wiring moving withdrawing bridging sweeping draining forwarding paying"
+)
 _MONEY_WORDS = (
     "funds balance usdc usdt dai eth ether btc bitcoin sol token tokens crypto money savings"
     " assets wallet treasury stablecoin stablecoins $"
@@ -190,7 +221,9 @@ _FUNDS = (
         _MONEY_WORDS,
     ),
     _phrase(
-        r"\b(?:send|transfer|wire|move|withdraw|bridge|sweep|drain|forward|pay|remit)\b"
+        r"\b(?:send|transfer|wire|move|withdraw|bridge|sweep|drain|forward|pay|remit|sending|"
+        r"transferring|wiring|moving|withdrawing|bridging|sweeping|draining|forwarding|paying)"
+        r"\b"
         + _GAP
         + _MONEY
         + _GAP
@@ -198,11 +231,11 @@ _FUNDS = (
         + _GAP
         + r"(?:"
         + _ADDRESS
-        + r"|\b(?:this|my|the\s+following|attacker'?s?|new|external|other)\s+(?:wallet|"
-        r"address|account))",
-        _SEND,
+        + r"|\b(?:this|my|the\s+following|attacker'?s?|new|external|other|the|a|that)\s+"
+        r"(?:(?:cold|hot|new|other|backup|safe|secure)\s+)?(?:wallet|address|account|vault))",
+        f"{_SEND} {_SENDING}",
         "to into toward towards",
-        "0x wallet address account",
+        "0x wallet address account vault",
     ),
     _phrase(
         r"\b(?:send|transfer|wire|move|withdraw|sweep|drain|forward|pay)\b" + _GAP + _ADDRESS,
@@ -215,7 +248,7 @@ _FUNDS = (
         "allowance approval spending",
     ),
     _phrase(
-        r"\b(?:sign|approve|authori[sz]e|execute|submit)\s+(?:a|the|this|any|every|all)?\s*"
+        r"\b(?:sign|approve|authori[sz]e|execute|submit|confirm|process)(?:\s+[\w-]+){0,3}?\s+"
         r"(?:payments?|transactions?|transfers?|permits?|withdrawals?)\b"
         + _GAP
         + r"\b(?:without|no)\s+(?:asking|confirm|confirmation|approval|checking|verif)",
@@ -228,28 +261,45 @@ _FUNDS = (
         r"balance)",
         "empty drain liquidate",
     ),
+    _phrase(
+        r"\b(?:treasury|wallet|balance|funds|account|vault)\b"
+        + _GAP
+        + r"\b(?:emptied|drained|liquidated|swept|cleaned\s+out|cleared\s+out)\b"
+        + _GAP
+        + r"\b(?:into|to|towards?)\b",
+        "treasury wallet balance funds account vault",
+        "emptied drained liquidated swept cleaned cleared",
+    ),
 )
 
 # ---- secrets: orders to reveal credentials, keys or the system prompt ------------------------
+# A verb of showing or sending with a secret as its object (keys, seed phrases, passwords,
+# tokens, the system prompt, .env, SSH keys), a question for one, or a shell line that ships
+# one out.
 _SECRET_THING = (
     r"(?:private\s+keys?|secret\s+keys?|seed\s+phrases?|recovery\s+phrases?|mnemonic|"
     r"api\s+keys?|access\s+tokens?|session\s+tokens?|bearer\s+tokens?|passwords?|passphrases?|"
     r"credentials|secrets|system\s+prompt|hidden\s+instructions|\.env\b|env(?:ironment)?\s+"
     r"variables|ssh\s+keys?|wallet\s+keys?|signing\s+keys?|auth(?:orization)?\s+headers?|"
-    r"cookies)"
+    r"cookies|seed\s+words|mnemonic\s+words|recovery\s+words|secret\s+words|id_rsa|"
+    r"id_ed25519|\.pem\b|keystore|every\s+secret|"
+    r"(?:openai|anthropic|aws|stripe|github|gcp|azure|master|gpg|pgp)\s+(?:api\s+)?keys?)"
 )
 _SECRET_WORDS = (
     "key keys phrase phrases mnemonic token tokens password passwords passphrase passphrases"
-    " credentials secrets prompt instructions env variables headers header cookies"
+    " credentials secrets prompt instructions env variables headers header cookies words"
+    " id_rsa rsa pem keystore secret"
 )
 _SECRETS = (
     _phrase(
         r"\b(?:reveal|print|show|display|repeat|output|leak|send|share|post|paste|email|upload|"
-        r"exfiltrate|dump|expose|disclose|give|tell|include|read\s+out|write\s+out|copy)\b"
+        r"exfiltrate|dump|expose|disclose|give|tell|include|read\s+out|write\s+out|copy|"
+        r"type\s+out|spell\s+out|recite|list|echo|cat|forward|transmit|add|attach|put)\b"
         + _GAP
         + _SECRET_THING,
         "reveal print show display repeat output leak send share post paste email upload"
-        " exfiltrate dump expose disclose give tell include read write copy",
+        " exfiltrate dump expose disclose give tell include read write copy type spell recite"
+        " list echo cat forward transmit add attach put",
         _SECRET_WORDS,
     ),
     _phrase(
