@@ -63,6 +63,7 @@ from app.console.schemas import (
 from app.console.service import LINK_TTL_SECONDS, ConsoleSession, ConsoleSessions
 from app.grants.schemas import GrantIn
 from app.grants.service import GrantService
+from app.guard import service as guard
 from app.history import service as history
 from app.kit.errors import ApiError, Forbidden, InvalidInput, Unauthorized
 from app.memory.repository import LIST_SORTS, ListOrder
@@ -75,7 +76,7 @@ from app.memory.schemas import (
     split_tags,
     tags_of,
 )
-from app.memory.service import MemoryService, list_filter
+from app.memory.service import MemoryService, list_filter, parse_memory_id
 from app.payments import repository as payments
 from app.relations.service import RelationService
 from app.usage.service import UsageService, report_days
@@ -493,6 +494,16 @@ class ConsolePagesController(Controller):
         row, _ = await memory_service.update(
             conn, session.wallet, memory_id, UpdateIn(pinned=data.pinned == "true")
         )
+        return see_other(f"/console/memories/{row['id']}")
+
+    @post("/memories/{memory_id:str}/approve", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
+    async def approve(
+        self, conn: Conn, session: Session, memory_id: FromPath[str],
+        data: Annotated[CsrfForm, Form],
+    ) -> Redirect:  # fmt: skip
+        """Release a memory held for review (app/guard/service.py), recorded in its history."""
+        check_csrf(session, data.csrf_token)
+        row = await guard.approve(conn, session.wallet, parse_memory_id(memory_id))
         return see_other(f"/console/memories/{row['id']}")
 
     @get("/memories/{memory_id:str}/delete")
