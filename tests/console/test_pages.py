@@ -170,6 +170,7 @@ async def unsafe_routes(browser: AsyncTestClient, wallet: LocalAccount) -> dict[
         f"/console/memories/{memory}": {"content": "changed", "importance": "0.1",
                                         "memory_type": "general", "namespace": "default"},
         f"/console/memories/{memory}/pin": {"pinned": "true"},
+        f"/console/memories/{memory}/approve": {},
         f"/console/memories/{memory}/delete": {},
         "/console/team/grants": {"grantee": Account.create().address, "namespace": "x",
                                  "access": "read"},
@@ -203,7 +204,7 @@ async def test_every_state_change_needs_the_csrf_token(
     routes = await unsafe_routes(browser, wallet)
     templated = {
         re.sub(r"/[0-9a-f-]{36}", f"/{{{name}:str}}", p)
-        for p, name in zip(routes, ["memory_id"] * 3 + ["", "grant_id", "key_id", ""], strict=True)
+        for p, name in zip(routes, ["memory_id"] * 4 + ["", "grant_id", "key_id", ""], strict=True)
     }
     templated |= set(JSON_ROUTES)
     assert templated == console_posts(console_app), "a console route is missing from this test"
