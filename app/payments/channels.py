@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,13 +133,16 @@ def check_within_deposit(proof: ChannelProof, channel: asyncpg.Record) -> None:
         )
 
 
-def check_not_withdrawn(channel: asyncpg.Record, now: int) -> None:
+def check_not_withdrawn(channel: Mapping[str, Any], now: int, margin: int) -> None:
     """A withdrawal whose delay has passed (as last read from the chain) can be finalised at
-    any moment: a voucher then may never be claimable."""
+    any moment: a voucher then may never be claimable. `margin` before that end, a voucher is
+    refused too: the claimer looks at the chain once a run, and a voucher accepted after its
+    last look before the end would be lost to the payer's finalise."""
     requested = int(channel["withdraw_requested_at"])
-    if requested and now >= requested + int(channel["withdraw_delay"]):
+    if requested and now >= requested + int(channel["withdraw_delay"]) - margin:
         raise PaymentRejected(
-            ERR_CHANNEL_WITHDRAWN, "The channel's withdrawal is final; open a new channel"
+            ERR_CHANNEL_WITHDRAWN,
+            "The channel's withdrawal is final or about to be; open a new channel",
         )
 
 
@@ -174,7 +178,9 @@ class Channels:
         rpc_url: str,
         network_caip2: str,
         settle_timeout_seconds: float,
+        withdraw_margin_seconds: int = 0,
     ) -> None:
+        self.withdraw_margin_seconds = withdraw_margin_seconds
         authorizer = LocalAuthorizerSigner(Account.from_key(relayer_key))
         self.scheme = BatchSettlementEvmScheme(
             pay_to, BatchSettlementEvmSchemeServerConfig(receiver_authorizer_signer=authorizer)
@@ -216,7 +222,7 @@ class Channels:
                 )
             check_raises_total(proof, charged, offer.amount)
             check_within_deposit(proof, channel)
-            check_not_withdrawn(channel, int(time.time()))
+            check_not_withdrawn(channel, int(time.time()), self.withdraw_margin_seconds)
             if int(proof.config.payer_authorizer, 16) == 0:  # EIP-1271: a chain read
                 await asyncio.to_thread(check_signed, proof, self.chain_id, self.signer)
             else:
@@ -393,5 +399,7 @@ def build_channels(
             " ENGRAM_X402_RPC_URL and ENGRAM_X402_RELAYER_KEY"
         )
     return Channels(
-        x402.pay_to, x402.relayer_key, x402.rpc_url, network_caip2, settle_timeout_seconds
-    )
+        x402.pay_to, x402.relayer_key, x402.rpc_url, network_caip2, settle_timeout_seconds,
+        # two claimer runs: a withdrawal seen on one run is claimed on it or the next
+        withdraw_margin_seconds=2 * x402.claim_every_seconds,
+    )  # fmt: skip

@@ -392,3 +392,26 @@ async def test_concurrent_vouchers_on_one_channel_take_turns(
             )
     assert int((await channel_row(database_url, payer))["charged"]) == 2 * PRICE
     assert await voucher_count(database_url, payer) == 2
+
+
+# ---- a withdrawal under way ---------------------------------------------------------------------
+
+
+def test_vouchers_stop_a_margin_before_a_withdrawal_can_be_finalised() -> None:
+    """The claimer looks at the chain once a run: from two runs before the withdrawal's end, a
+    voucher might be accepted after its last look and lost to the payer's finalise."""
+    from app.payments.channels import check_not_withdrawn
+    from app.payments.proofs import PaymentRejected
+
+    now, delay, margin = 1_000_000, MIN_WITHDRAW_DELAY, 120
+    check_not_withdrawn({"withdraw_requested_at": 0, "withdraw_delay": delay}, now, margin)
+    just_started = {"withdraw_requested_at": now, "withdraw_delay": delay}
+    check_not_withdrawn(just_started, now, margin)  # the claimer has the delay to claim
+    before_margin = {"withdraw_requested_at": now - delay + margin + 1, "withdraw_delay": delay}
+    check_not_withdrawn(before_margin, now, margin)
+    for requested in (now - delay + margin, now - delay, now - 10 * delay):
+        with pytest.raises(PaymentRejected) as refused:
+            check_not_withdrawn(
+                {"withdraw_requested_at": requested, "withdraw_delay": delay}, now, margin
+            )
+        assert refused.value.reason.endswith("channel_withdrawn")
