@@ -210,7 +210,12 @@ class MemoryController(Controller):
             )
             for item, r in zip(items, recalled, strict=True):
                 item.relations = [linked_to_wire(x) for x in linked.get(r.row["id"], [])]
-        return RecallAnswer(items, tokens, absent_if_none(reranked), held_back)
+        return RecallAnswer(
+            items,
+            tokens,
+            absent_if_none(reranked),
+            absent_if_none(held_back if data.exclude_flagged else None),
+        )
 
     @get(
         "/memories",

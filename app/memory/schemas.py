@@ -377,8 +377,9 @@ class RecallAnswer(Struct):
     query_tokens: int
     # present when the rerank stage was asked for: whether a reranker ordered the results
     reranked: bool | UnsetType = UNSET
-    # flagged memories that ranked within the answer but were held back (exclude_flagged)
-    held_back: int = 0
+    # with exclude_flagged: the flagged memories that ranked within the answer but were held
+    # back (left out otherwise: MemoClaw's answer is unchanged)
+    held_back: int | UnsetType = UNSET
 
 
 class MemoryPage(Struct):

@@ -129,6 +129,10 @@ ROUTES: dict[tuple[str, str], tuple[Body, Body]] = {
         lambda w: delegation_of(w, ["read"]),
         lambda w: {**delegation_of(w, ["read"]), "scopes": ["admin"]},
     ),
+    ("PUT", "/v1/namespaces/{namespace:str}/guard"): (
+        lambda w: {"mode": "review"},
+        lambda w: {"mode": "block"},
+    ),
     ("POST", "/v1/import"): (
         lambda w: {"format": "json", "memories": [{"content": FACTS[7], "access_count": 3}]},
         lambda w: {"format": "json", "memories": [{"content": FACTS[7], "access_count": -3}]},
