@@ -137,6 +137,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         second_round=recall.second_round,
         event_time_boost=recall.event_time,
         speaker_boost=recall.speaker,
+        keyword="passage" if recall.keyword_passages else "idf",
         fact_model=fact_model,
         merge_namespaces=settings.limits.merge_namespaces,
         rerank=Rerank(reranker, recall.rerank, recall.rerank_candidates),

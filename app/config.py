@@ -277,6 +277,9 @@ class RecallSettings(SettingsGroup):
     second_round: bool = env("ENGRAM_RECALL_SECOND_ROUND", True, flag)  # continuation, relations
     event_time: bool = env("ENGRAM_RECALL_EVENT_TIME", True, flag)  # boost the named event time
     speaker: bool = env("ENGRAM_RECALL_SPEAKER", True, flag)  # boost what the named people said
+    # keyword_match: each word's IDF less ln(the memory's passages); off: the plain IDF sum,
+    # its form before issue 37 (app/memory/repository.py KEYWORD_FORMS)
+    keyword_passages: bool = env("ENGRAM_RECALL_KEYWORD_PASSAGES", True, flag)
     # The optional rerank stage (app/ai/rerank.py): a cross-encoder served over HTTP in the
     # rerank wire format (`POST {base_url}/rerank`, as TEI, vLLM, llama.cpp and Infinity serve
     # it) orders the best `rerank_candidates`; every recall when `rerank`, else when asked.

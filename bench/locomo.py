@@ -38,8 +38,15 @@ Configurations (`--configs`, comma-separated; default: all), each served on the 
   ENGRAM_RECALL_SPEAKER=0);
 - memoclaw-access: every recalled memory counted as accessed, MemoClaw's accounting
   (ENGRAM_RECALL_COUNTS_ACCESS=1), on a fresh copy of the turns (its recalls change the data);
-- event-time-field: the default, with each turn also sending `occurred_at` (its session date).
+- event-time-field: the default, with each turn also sending `occurred_at` (its session date);
+- idf-keyword: keyword_match as the plain IDF sum, its form before issue 37
+  (ENGRAM_RECALL_KEYWORD_PASSAGES=0).
 The default's recall over HTTP is timed next to the first round's, same run.
+
+--db DIR keeps the database (and the wallet keys of the stored turns) in DIR: a later run with
+the same DIR, dataset and --samples serves its configurations over the turns already stored
+instead of storing them again (BEAM's dev subset takes ~15 min of CPU to store). Recall changes
+nothing stored (access counting is off but for memoclaw-access, which stores its own copy).
 
 Run: .venv/bin/python bench/locomo.py ../shared/bench/locomo/locomo-dev.json
      .venv/bin/python bench/locomo.py ../shared/bench/beam/beam500k-dev.json.gz \
@@ -446,6 +453,8 @@ CONFIGS: dict[str, tuple[dict[str, Any], bool, bool]] = {
     "no-speaker": ({"speaker": False}, False, False),
     "memoclaw-access": ({"counts_access": True}, True, False),
     "event-time-field": ({}, True, True),
+    # keyword_match's form before issue 37: the plain IDF sum (ENGRAM_RECALL_KEYWORD_PASSAGES=0)
+    "idf-keyword": ({"keyword_passages": False}, False, False),
 }
 
 
@@ -469,6 +478,12 @@ async def main() -> None:
         "--baselines", action="store_true", help="also dense-only, BM25 and RRF, same database"
     )
     parser.add_argument(
+        "--db",
+        type=Path,
+        help="keep the database in DIR; a later run with the same DIR and dataset reuses its"
+        " stored turns (the configurations that share them) instead of storing them again",
+    )
+    parser.add_argument(
         "--ranks-depth",
         type=int,
         default=200,
@@ -480,7 +495,9 @@ async def main() -> None:
     samples = load_samples(args.dataset)
     if args.samples:
         samples = samples[: args.samples]
-    root = Path(tempfile.mkdtemp(prefix="engram-locomo-"))
+    root = args.db or Path(tempfile.mkdtemp(prefix="engram-locomo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    stored = root / f"keys-{args.dataset.name}-{args.samples}.json"
     server = EmbeddedPostgres(root / "pgdata")
     dsn = server.start()
     try:
@@ -495,7 +512,11 @@ async def main() -> None:
             limits=LimitsSettings(free_tier_calls=10**9, rate_limit_per_minute=0),
             embedder=embedding,
         )
-        shared_keys: dict[str, str] | None = None
+        shared_keys: dict[str, str] | None = (
+            json.loads(stored.read_text()) if args.db and stored.exists() else None
+        )
+        if shared_keys:
+            print(f"reusing the turns stored in {root} ({stored.name})", flush=True)
         figures = {}
         for name in args.configs.split(","):
             changes, own_copy, event_time = CONFIGS[name]
@@ -504,7 +525,9 @@ async def main() -> None:
                 if own_copy:
                     keys = await store_all(url, samples, event_time)
                 else:
-                    shared_keys = shared_keys or await store_all(url, samples)
+                    if not shared_keys:
+                        shared_keys = await store_all(url, samples)
+                        stored.write_text(json.dumps(shared_keys))
                     keys = shared_keys
                 if name == "default" and args.baselines:
                     results, baseline_ranks = await baselines(dsn, samples, keys)
@@ -529,7 +552,8 @@ async def main() -> None:
             args.ranks.write_text(json.dumps(RANKS))
     finally:
         server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.db:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

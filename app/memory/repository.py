@@ -622,8 +622,33 @@ async def count_up_to(conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> in
     )
 
 
-# The IDF sum of the words of the lexicon `lex` that a row `m` contains: `keyword_match`.
-KEYWORD_MATCH = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
+# A row `m`'s keyword match (`keyword_match`), from the words of the lexicon `lex` it holds.
+#
+# "idf", the earlier form: the sum of their IDFs. A memory much longer than the others holds
+# many of any question's common words by chance (an assistant's 2,000-word answer holds most
+# of a long question's words), so the sum let it outrank the short memory that holds the
+# question's one telling word: on BEAM, turning the keyword signal off recovered 47 % of the
+# evidence Engram lost to dense-only retrieval (issue 37).
+#
+# "passage", the default: a memory of p passages (p = its distinct lexemes / PASSAGE_LEXEMES,
+# at least 1) has about p times the chance of a one-passage memory to hold a given word, so a
+# word it holds tells ln(p) less about it: each word counts max(idf - ln(p), 0). A rare word
+# still counts (idf 4-7 against ln(p) <= 2 for 7 passages); a word half the memories hold
+# (idf ~0.7) counts nothing in a memory of two passages or more. A memory of one passage or
+# less (every LoCoMo turn, a short note) scores exactly as before: no bonus for being short,
+# which lost LoCoMo's evidence (longer than its average turn) to short chit-chat.
+#
+# PASSAGE_LEXEMES is what the default embedder reads of a memory: MiniLM's 256-token window
+# holds ~60 distinct lexemes of English text (median over 2,000 BEAM turns of 230-280 tokens;
+# 4.3 tokens a lexeme). Up to that length the vector and the keyword side read the same text.
+# Measured, not fitted: 30 and BM25's own normalisation (by the wallet's average length) were
+# tried and dropped (README, "Recall").
+PASSAGE_LEXEMES = 60
+IDF_SUM = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
+PASSAGE_IDF_SUM = f"""(SELECT coalesce(sum(greatest(
+    lex.idf - ln(greatest(length(m.tsv)::float8 / {PASSAGE_LEXEMES}, 1)), 0)), 0)
+    FROM lex WHERE m.tsv @@ lex.lq)"""
+KEYWORD_FORMS = {"passage": PASSAGE_IDF_SUM, "idf": IDF_SUM}
 
 
 def _sampled_lexicon(sql: _Sql, searched: str, where: str, text: str, corpus_size: int) -> str:
@@ -669,11 +694,11 @@ def relation_count(sql: _Sql, kept_to: str | None) -> str:
     return _RELATION_COUNT_WHERE.format(kept=kept)
 
 
-def _signals(sql: _Sql, f: MemoryFilter, vec: str) -> str:
+def _signals(sql: _Sql, f: MemoryFilter, vec: str, keyword: str) -> str:
     """The raw signals of a candidate row `m` (joined with `q`), beside its columns."""
     return f"""{COLUMNS},
                1 - (m.embedding <=> {vec}) AS vector_sim,
-               CASE WHEN m.tsv @@ q.tsq THEN {KEYWORD_MATCH} ELSE 0 END AS keyword_match,
+               CASE WHEN m.tsv @@ q.tsq THEN {KEYWORD_FORMS[keyword]} ELSE 0 END AS keyword_match,
                {relation_count(sql, f.kept_to)} AS relation_count"""
 
 
@@ -702,6 +727,7 @@ async def recall_candidates(
     per_side: int,
     exact: bool,
     corpus_size: int,
+    keyword: str = "passage",
 ) -> tuple[list[asyncpg.Record], int]:
     """Vector top-N (HNSW with iterative scan, or an exact scan) united with keyword top-N.
 
@@ -712,7 +738,7 @@ async def recall_candidates(
     Returns the candidates with their raw signals and how many the vector side found, so the
     caller can fall back to an exact scan when filters starved the index scan.
     """
-    rows = await _candidates(conn, f, embedding, query, per_side, exact, corpus_size, None)
+    rows = await _candidates(conn, f, embedding, query, per_side, exact, corpus_size, None, keyword)
     return rows, _vector_hits(rows)
 
 
@@ -730,11 +756,12 @@ async def exact_candidates_within(
     query: str,
     per_side: int,
     cap: int,
+    keyword: str = "passage",
 ) -> ExactCandidates | None:
     """`recall_candidates`' exact scan if `f` matches at most `cap` memories, else None (the
     scan stopped at `cap` + 1 rows): the count that picks the plan and the exact scan in one
     statement, one read of the matching rows where a count first read them twice."""
-    rows = await _candidates(conn, f, embedding, query, per_side, True, cap + 1, cap + 1)
+    rows = await _candidates(conn, f, embedding, query, per_side, True, cap + 1, cap + 1, keyword)
     matching = int(rows[0]["scoped"]) if rows else 0
     if matching > cap:
         return None
@@ -754,6 +781,7 @@ async def _candidates(
     exact: bool,
     corpus_size: int,
     scope_limit: int | None,
+    keyword: str,
 ) -> list[asyncpg.Record]:
     sql, where, vec, text, tsq = _scoring_params(f, embedding, query)
     n = sql.param(per_side)
@@ -783,10 +811,10 @@ async def _candidates(
             SELECT m.id FROM (
                 SELECT m.id, m.tsv FROM {searched}, {matched} t WHERE {where} AND m.tsv @@ t.tsq
                 ORDER BY ts_rank(m.tsv, t.tsq, 0) DESC LIMIT {KEYWORD_PREFILTER}
-            ) m ORDER BY {KEYWORD_MATCH} DESC LIMIT {n}
+            ) m ORDER BY {KEYWORD_FORMS[keyword]} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
-        SELECT {_signals(sql, f, vec)}, (SELECT count(*) FROM vec) AS vector_hits,
+        SELECT {_signals(sql, f, vec, keyword)}, (SELECT count(*) FROM vec) AS vector_hits,
                (SELECT array_agg(lex.word) FROM lex) AS lex_words,
                (SELECT array_agg(lex.idf) FROM lex) AS lex_idf {scoped}
         FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
@@ -812,6 +840,7 @@ async def second_round_candidates(
     lexicon: Lexicon,
     follow: int,
     max_gap: timedelta,
+    keyword: str = "passage",
 ) -> list[asyncpg.Record]:
     """What the first round's hits (`seeds`) lead to, each row with its raw signals, the seed
     it came from (`seed_id`) and how far from it (`hops`):
@@ -855,7 +884,7 @@ async def second_round_candidates(
             FROM seed JOIN memory_relations r ON r.user_id = {WALLET}
                 AND (r.source_id = seed.id OR r.target_id = seed.id)
         )
-        SELECT {_signals(sql, f, vec)}, cand.seed_id, cand.hops
+        SELECT {_signals(sql, f, vec, keyword)}, cand.seed_id, cand.hops
         -- one primary-key lookup per candidate (OFFSET 0 keeps the planner from flattening it
         -- into a join that scanned the whole wallet: 2 ms at 680 memories)
         FROM cand CROSS JOIN LATERAL (

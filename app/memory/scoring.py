@@ -24,12 +24,17 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   120) ≈ 0.71 with ten. relation_count counts the memory's relations in both directions whose other
   end is live (app/memory/repository.py RELATION_COUNT), so deleting the memory at the other end
   takes the stretch (and the importance bonus above) away again.
-- keyword_match = the sum of the BM25 inverse document frequencies of the query's words the
-  memory holds (app/memory/repository.py KEYWORD_MATCH; the frequencies counted over the
-  wallet's memories searched), divided by the best such sum among the recall's candidates: 1.0
-  for the best keyword match, 0..1 for the rest. (An earlier form used ts_rank of the OR-ed
-  words: bench/locomo.py, 2 conversations, no access boost: R@10 0.600 with ts_rank_cd /
-  (rank + 1), 0.673 with the normalised ts_rank; README, Recall, for the figures since.)
+- keyword_match = over the query's words the memory holds, the sum of each word's BM25 inverse
+  document frequency less ln(the memory's passages), floored at 0 per word (app/memory/
+  repository.py KEYWORD_FORMS: passages = its distinct lexemes / 60, about what MiniLM's
+  256-token window reads, at least 1; the frequencies counted over the wallet's memories
+  searched), divided by the best such sum among the recall's candidates: 1.0 for the best
+  keyword match, 0..1 for the rest. A memory of one passage or less counts each word's full
+  IDF; a memory of several holds common words by chance, which then count nothing (issue 37:
+  BEAM R@10 0.434 -> 0.554, LoCoMo unchanged at 0.776; ENGRAM_RECALL_KEYWORD_PASSAGES=0
+  restores the plain sum). (An earlier form used ts_rank of the OR-ed words: bench/locomo.py,
+  2 conversations, no access boost: R@10 0.600 with ts_rank_cd / (rank + 1), 0.673 with the
+  normalised ts_rank; README, Recall, for the figures since.)
 
 What counts as an access (access_count, and accessed_at, the decay timer): a use, not an
 exposure. `GET /v1/memories/{id}` and `POST /v1/memories/{id}/feedback` count, at most once per

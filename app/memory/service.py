@@ -375,6 +375,7 @@ class MemoryService:
         speaker_boost: bool = True,
         fact_model: FactModel | None = None,
         merge_namespaces: Sequence[str] = (),
+        keyword: str = "passage",
     ) -> None:
         self.embedder = embedder
         # merges two versions of a keyed memory (on_conflict "merge"): the LLM when configured
@@ -388,6 +389,7 @@ class MemoryService:
         self.second_round = second_round  # continuation and relations of the top hits
         self.event_time_boost = event_time_boost  # the time a query names
         self.speaker_boost = speaker_boost  # what the people a query names said
+        self.keyword = keyword  # keyword_match's form (repository KEYWORD_FORMS)
         self.rerank = rerank or Rerank()  # the optional cross-encoder stage
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
         self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
@@ -890,6 +892,7 @@ class MemoryService:
                 followers = await repo.second_round_candidates(
                     conn, f, [r.row["id"] for r in seeds], vector, keywords,
                     repo.lexicon_of(rows), CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,
+                    self.keyword,
                 )  # fmt: skip
             with phase("recall", "scoring"):
                 ranked = ranking.second_round(ranked, seeds, followers)
@@ -940,7 +943,7 @@ class MemoryService:
         if known is not None and known > EXACT_SCAN_MAX_ROWS:
             return None
         found = await repo.exact_candidates_within(
-            conn, f, vector, keywords, per_side, EXACT_SCAN_MAX_ROWS
+            conn, f, vector, keywords, per_side, EXACT_SCAN_MAX_ROWS, self.keyword
         )
         self.sizes.learnt_up_to(
             f, EXACT_SCAN_MAX_ROWS, found.matching if found else EXACT_SCAN_MAX_ROWS + 1
@@ -960,13 +963,13 @@ class MemoryService:
         corpus = EXACT_SCAN_MAX_ROWS + 1
         await db.plan_for_the_parameters(conn)  # index scans want plans made for the size
         rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, keywords, per_side, False, corpus
+            conn, f, vector, keywords, per_side, False, corpus, self.keyword
         )
         if vector_hits < per_side:
             # Many rows match, yet the index scan came back short (filters starved it even with
             # iterative scanning): an exact scan returns the true top k.
             rows, _ = await repo.recall_candidates(
-                conn, f, vector, keywords, per_side, True, corpus
+                conn, f, vector, keywords, per_side, True, corpus, self.keyword
             )
         return rows
 
