@@ -259,7 +259,10 @@ class Channels:
                 )
             transaction = receipt.transaction
             channel_state = read_channel_state_extra(receipt.extra) or {}
-            await repository.open_or_top_up(conn, self._opened(charge, channel_state, transaction))
+            mined_in = await asyncio.to_thread(self.signer.mined_in, transaction)
+            await repository.open_or_top_up(
+                conn, self._opened(charge, channel_state, transaction, mined_in)
+            )
         elif charge.channel is not None:
             channel_state = _state_of(charge.channel)
         await repository.charge_voucher(
@@ -283,7 +286,7 @@ class Channels:
         return channel_receipt(charge, transaction, channel_state)
 
     def _opened(
-        self, charge: ChannelCharge, state: dict[str, Any], transaction: str
+        self, charge: ChannelCharge, state: dict[str, Any], transaction: str, mined_in: int
     ) -> repository.OpenedChannel:
         proof, config = charge.proof, charge.proof.config
         return repository.OpenedChannel(
@@ -304,6 +307,7 @@ class Channels:
             withdraw_requested_at=read_extra_number(state, "withdrawRequestedAt", 0),
             refund_nonce=read_extra_number(state, "refundNonce", 0),
             deposit_tx=transaction or None,
+            state_block=mined_in,
         )
 
 

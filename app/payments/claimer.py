@@ -200,10 +200,15 @@ class Claimer:
     # ---- the chain ---------------------------------------------------------------------------
 
     async def _chain_state(self, channel_id: str) -> repository.ChainState:
-        state = await asyncio.to_thread(read_channel_state, self.channels.signer, channel_id)
+        """The channel on chain, with the block the read began at (read first: the state is at
+        least that new), so a read that began before a top-up was mined never undoes it."""
+        signer = self.channels.signer
+        block = await asyncio.to_thread(signer.block_number)
+        state = await asyncio.to_thread(read_channel_state, signer, channel_id)
         return repository.ChainState(
-            state.balance, state.total_claimed, state.withdraw_requested_at, state.refund_nonce
-        )
+            state.balance, state.total_claimed, state.withdraw_requested_at, state.refund_nonce,
+            block,
+        )  # fmt: skip
 
     async def _send(self, payload: PaymentPayload) -> SettleResponse:
         """Through x402's facilitator scheme, in process (it signs as the receiver authorizer

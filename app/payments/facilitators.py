@@ -54,6 +54,14 @@ class ResyncingWeb3Signer(FacilitatorWeb3Signer):
             self._forget_reserved_nonces()
             raise
 
+    def block_number(self) -> int:
+        """The chain's latest block: a state read begun after it is at least this new."""
+        return int(self._w3.eth.block_number)
+
+    def mined_in(self, tx_hash: str) -> int:
+        """The block a mined transaction is in."""
+        return int(self._w3.eth.get_transaction_receipt(tx_hash)["blockNumber"])  # type: ignore[arg-type]
+
     def _forget_reserved_nonces(self) -> None:
         with self._nonce_lock:
             self._next_nonce = None

@@ -174,6 +174,7 @@ class OpenedChannel:
     withdraw_requested_at: int
     refund_nonce: int
     deposit_tx: str | None
+    state_block: int = 0  # the block the deposit was mined in: its state is that new
 
 
 @dataclass(frozen=True)
@@ -221,20 +222,22 @@ async def open_or_top_up(conn: asyncpg.Connection, c: OpenedChannel) -> None:
         """INSERT INTO payment_channels (wallet, channel_id, network, asset, receiver,
                receiver_authorizer, payer_authorizer, withdraw_delay, salt, balance,
                total_claimed, charged, signed_max_claimable, signature, withdraw_requested_at,
-               refund_nonce, deposit_tx)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+               refund_nonce, deposit_tx, state_block)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                   $18)
            ON CONFLICT (wallet, channel_id) DO UPDATE SET
                balance = excluded.balance, total_claimed = excluded.total_claimed,
                charged = excluded.charged, signed_max_claimable = excluded.signed_max_claimable,
                signature = excluded.signature,
                withdraw_requested_at = excluded.withdraw_requested_at,
                refund_nonce = excluded.refund_nonce, deposit_tx = excluded.deposit_tx,
+               state_block = greatest(payment_channels.state_block, excluded.state_block),
                updated_at = excluded.updated_at
            WHERE payment_channels.wallet = $1""",
         c.wallet, c.channel_id, c.network, c.asset.lower(), c.receiver.lower(),
         c.receiver_authorizer.lower(), c.payer_authorizer.lower(), c.withdraw_delay, c.salt,
         c.balance, c.total_claimed, c.charged, c.signed_max_claimable, c.signature,
-        c.withdraw_requested_at, c.refund_nonce, c.deposit_tx,
+        c.withdraw_requested_at, c.refund_nonce, c.deposit_tx, c.state_block,
     )  # fmt: skip
 
 
@@ -355,6 +358,7 @@ class ChainState:
     total_claimed: int
     withdraw_requested_at: int
     refund_nonce: int
+    block: int = 0  # the chain's block when the read began: the state is at least this new
 
 
 async def refresh_channel(
@@ -363,15 +367,17 @@ async def refresh_channel(
     """The channel's on-chain state, as read now (a withdrawal started, a refund, a claim from
     elsewhere). The balance never reads below what was charged (a channel whose escrow fell
     below takes no voucher above it, which is what the lower figure would do); `updated_at`,
-    the time of the channel's last payment, is left alone."""
+    the time of the channel's last payment, is left alone. A read older than the row's state
+    (begun before a top-up the row already records was mined) changes nothing: None."""
     row: asyncpg.Record | None = await conn.fetchrow(
         """UPDATE payment_channels
            SET balance = greatest($3, charged), total_claimed = greatest(total_claimed, $4),
-               withdraw_requested_at = $5, refund_nonce = greatest(refund_nonce, $6)
-           WHERE wallet = $1 AND channel_id = $2
+               withdraw_requested_at = $5, refund_nonce = greatest(refund_nonce, $6),
+               state_block = $7
+           WHERE wallet = $1 AND channel_id = $2 AND state_block <= $7
            RETURNING *""",
         wallet, channel_id, state.balance, state.total_claimed, state.withdraw_requested_at,
-        state.refund_nonce,
+        state.refund_nonce, state.block,
     )  # fmt: skip
     return row
 

@@ -512,3 +512,25 @@ async def mempool(dev: DevChain) -> bool:
         if isinstance(status["pending"], str)
         else (status["pending"] > 0)
     )
+
+
+async def test_a_chain_read_begun_before_a_top_up_was_mined_never_undoes_it(
+    paid: AsyncTestClient[Litestar], dev: DevChain, pool: asyncpg.Pool, database_url: str
+) -> None:
+    """The claimer reads a channel, a top-up is settled and recorded meanwhile, then the stale
+    read is written: the row keeps the deposit (the next voucher would otherwise be refused as
+    above it). A read begun after the deposit's block is written as usual."""
+    payer = await opened(paid, dev, 2)
+    row = await channel_of(database_url, payer)
+    mined_in = int(row["state_block"])
+    assert mined_in == int(dev.w3.eth.get_transaction_receipt(row["deposit_tx"])["blockNumber"])
+    balance, claimed = on_chain(dev, payer)
+    stale = repository.ChainState(balance - 1, claimed, 0, 0, block=mined_in - 1)
+    async with pool.acquire() as conn:
+        assert await repository.refresh_channel(conn, payer.wallet, payer.channel_id, stale) is None
+    assert int((await channel_of(database_url, payer))["balance"]) == balance
+    fresh = repository.ChainState(balance, claimed, 7, 0, block=mined_in + 1)
+    async with pool.acquire() as conn:
+        written = await repository.refresh_channel(conn, payer.wallet, payer.channel_id, fresh)
+    assert written is not None
+    assert (int(written["withdraw_requested_at"]), int(written["state_block"])) == (7, mined_in + 1)
