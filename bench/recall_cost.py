@@ -5,10 +5,11 @@ filled with 400 memories (LoCoMo's conversations hold 370-690 turns), then 300 r
 `limit` 20 (as bench/mem0_side.py asks) from one client, one after another: latency p50/p95 and
 the CPU each party used per recall (bench/throughput.py's CpuMeter). Configurations: the
 default, without the second round (ENGRAM_RECALL_SECOND_ROUND=0), without the event-time boost
-(ENGRAM_RECALL_EVENT_TIME=0), and the default again (the spread of the two defaults is the
-noise).
+(ENGRAM_RECALL_EVENT_TIME=0), keyword_match as the plain IDF sum (ENGRAM_RECALL_KEYWORD_PASSAGES=0,
+its form before issue 37), and the default again (the spread of the two defaults is the noise).
+--only picks some of them by name (comma-separated).
 
-Run: .venv/bin/python bench/recall_cost.py [--recalls 300] [--memories 400]
+Run: .venv/bin/python bench/recall_cost.py [--recalls 300] [--memories 400] [--only NAMES]
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ CONFIGS = {
     "default": {},
     "no second round": {"ENGRAM_RECALL_SECOND_ROUND": "0"},
     "no event-time boost": {"ENGRAM_RECALL_EVENT_TIME": "0"},
+    "plain IDF sum": {"ENGRAM_RECALL_KEYWORD_PASSAGES": "0"},  # keyword_match before issue 37
     "default again": {},
 }
 BATCH, LIMIT, WARM = 100, 20, 30
@@ -97,10 +99,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--recalls", type=int, default=300)
     p.add_argument("--memories", type=int, default=400)
+    p.add_argument("--only", help=f"comma-separated, of: {', '.join(CONFIGS)}")
     args = p.parse_args()
+    chosen = args.only.split(",") if args.only else list(CONFIGS)
     print(f"{args.memories} memories, {args.recalls} recalls of limit {LIMIT}; CPU ms per recall")
-    for label, env in CONFIGS.items():
-        r = asyncio.run(measure(env, args.memories, args.recalls))
+    for label in chosen:
+        r = asyncio.run(measure(CONFIGS[label], args.memories, args.recalls))
         cpu = " ".join(f"{k[4:-3]} {v:.2f}" for k, v in r.items() if k.startswith("cpu_"))
         print(f"{label:22s} p50 {r['p50_ms']:5.1f} p95 {r['p95_ms']:5.1f} ms; {cpu}", flush=True)
 
