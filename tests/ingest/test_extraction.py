@@ -396,11 +396,13 @@ async def test_context_neutralises_prompt_injection(client, wallet) -> None:
     h = auth(wallet)
     for content in HOSTILE:
         await store_memory(client, wallet, content)
-    r = await client.post(
-        "/v1/context",
-        json={"query": "instructions colour system recipe", "max_memories": 10},
-        headers=h,
-    )
+    query = {"query": "instructions colour system recipe", "max_memories": 10}
+    # by default the memories the store-time classifier flagged are held back (app/guard) ...
+    r = await client.post("/v1/context", json=query, headers=h)
+    assert r.status_code == 200, r.text
+    assert (r.json()["memories_used"], r.json()["held_back"]) == (2, 3)
+    # ... and a caller that asks for them gets them neutralised
+    r = await client.post("/v1/context", json={**query, "exclude_flagged": False}, headers=h)
     assert r.status_code == 200, r.text
     block = r.json()["context"]
     assert r.json()["memories_used"] == 5
