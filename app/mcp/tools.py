@@ -190,6 +190,21 @@ def _limit(default: int, maximum: int) -> JSON:
 
 SCOPE = {"namespace": NAMESPACE, "session_id": SESSION_ID, "agent_id": AGENT_ID}
 FILTERS = {**SCOPE, "memory_type": MEMORY_TYPE, "tags": TAGS, "after": AFTER, "before": BEFORE}
+# Trust (README, "Memory poisoning"): hold back what Engram flagged as instruction-like, keep to
+# some sources
+TRUST = {
+    "exclude_flagged": {
+        "type": "boolean",
+        "description": "Leave out memories Engram flagged as instruction-like (prompt injection)."
+        " Recall's default: false; context's: true.",
+    },
+    "sources": {
+        "type": "array",
+        "items": {"enum": ["user", "assistant", "tool", "import", "extract", "console", "api"]},
+        "minItems": 1,
+        "description": 'Only memories from these sources (e.g. ["user"]: what the user said).',
+    },
+}
 MEMORY_FIELDS = {
     "importance": IMPORTANCE,
     "tags": TAGS,
@@ -332,6 +347,7 @@ def _tools() -> list[Tool]:
                     "type": "boolean",
                     "description": "Also return each memory's relations.",
                 },
+                **TRUST,
             },
             ("query",),
             _obj(
@@ -493,6 +509,7 @@ def _tools() -> list[Tool]:
                 "format": _s("text or structured", enum=["text", "structured"]),
                 "include_metadata": BOOLEAN,
                 "summarize": BOOLEAN,
+                **TRUST,
             },
             ("query",),
             _obj(
