@@ -20,9 +20,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.guard.classifier import classify  # noqa: E402
-from bench.provenance import save  # noqa: E402
-from tests.support.poisoning import ATTACKS, HELD_OUT, embedded  # noqa: E402
+from app.guard.classifier import classify
+from bench.provenance import save
+from tests.support.poisoning import ATTACKS, HELD_OUT, embedded
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo-dev.json"
@@ -80,8 +80,9 @@ def main() -> None:
             "flagged": len(corpus) - len(missed),
             "flagged_share": round((len(corpus) - len(missed)) / len(corpus), 4),
             "flagged_under_another_rule": len(wrong_rule),
-            "per_class": {k: {"texts": n, "missed": missed_per_class[k]}
-                          for k, n in sorted(per_class.items())},  # fmt: skip
+            "per_class": {
+                k: {"texts": n, "missed": missed_per_class[k]} for k, n in sorted(per_class.items())
+            },
             "missed": [text for _, text in missed],
         },
         "held_out": {
@@ -97,9 +98,12 @@ def main() -> None:
             "examples": [{"text": t, "rules": r} for t, r in false_positives[:20]],
         },
         "classifier_us_per_memory": {
-            "texts": len(times), "p50": percentile(times, 0.5), "p95": percentile(times, 0.95),
-            "p99": percentile(times, 0.99), "max": round(max(times), 1),
-        },  # fmt: skip
+            "texts": len(times),
+            "p50": percentile(times, 0.5),
+            "p95": percentile(times, 0.95),
+            "p99": percentile(times, 0.99),
+            "max": round(max(times), 1),
+        },
     }
     print(json.dumps({k: v for k, v in figures.items() if k != "corpus"}, indent=2))
     print(f"corpus: {figures['corpus']['flagged']}/{figures['corpus']['texts']} flagged")
