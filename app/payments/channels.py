@@ -20,6 +20,7 @@ Engram's is where the channel's state lives: in PostgreSQL, in the request's tra
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -124,6 +125,41 @@ def check_raises_total(proof: ChannelProof, charged: int, price: int) -> None:
         )
 
 
+def corrective_snapshot(channel: Mapping[str, Any]) -> str:
+    """The channel as Engram holds it, in x402's corrective-402 extras (as its server scheme's
+    `handle_enrich_payment_required_response` makes them): a client that lost its own count of
+    the channel (a restart, another process) resyncs from it and signs the next voucher right.
+    The highest voucher's signature lets it check the figures are its own."""
+    return json.dumps(
+        {
+            "channelState": {
+                "channelId": channel["channel_id"],
+                **_state_of(channel),
+                "chargedCumulativeAmount": str(int(channel["charged"])),
+            },
+            "voucherState": {
+                "signedMaxClaimable": str(int(channel["signed_max_claimable"])),
+                "signature": channel["signature"],
+            },
+        }
+    )
+
+
+def check_raises_total_of(
+    proof: ChannelProof, channel: Mapping[str, Any] | None, price: int
+) -> None:
+    """check_raises_total against a known channel, refusing with its snapshot (a corrective 402)."""
+    charged = int(channel["charged"]) if channel is not None else 0
+    try:
+        check_raises_total(proof, charged, price)
+    except PaymentRejected as rejected:
+        if channel is None:
+            raise
+        raise PaymentRejected(
+            rejected.reason, rejected.message, corrective_snapshot(channel)
+        ) from None
+
+
 def check_within_deposit(proof: ChannelProof, channel: asyncpg.Record) -> None:
     if proof.cumulative > int(channel["balance"]):
         raise PaymentRejected(
@@ -220,7 +256,7 @@ class Channels:
                 raise PaymentRejected(
                     ERR_CHANNEL_NOT_FOUND, "No deposit opened this channel here; deposit first"
                 )
-            check_raises_total(proof, charged, offer.amount)
+            check_raises_total_of(proof, channel, offer.amount)
             check_within_deposit(proof, channel)
             check_not_withdrawn(channel, int(time.time()), self.withdraw_margin_seconds)
             if int(proof.config.payer_authorizer, 16) == 0:  # EIP-1271: a chain read
@@ -228,7 +264,7 @@ class Channels:
             else:
                 check_signed(proof, self.chain_id, self.signer)
             return charge
-        check_raises_total(proof, charged, offer.amount)
+        check_raises_total_of(proof, channel, offer.amount)
         verdict = await asyncio.to_thread(self._facilitator.verify, proof.payload, requirements)
         if not verdict.is_valid:
             reason = verdict.invalid_reason or "invalid_payload"
@@ -357,7 +393,7 @@ async def _replay_if_served(conn: asyncpg.Connection, charge: ChannelCharge) -> 
     )
 
 
-def _state_of(channel: asyncpg.Record) -> dict[str, Any]:
+def _state_of(channel: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "balance": str(int(channel["balance"])),
         "totalClaimed": str(int(channel["total_claimed"])),

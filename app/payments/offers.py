@@ -15,6 +15,7 @@ v1 one in its requirement's `outputSchema`.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -57,6 +58,9 @@ class Offer:
     channels: BatchSettlementEvmScheme | None = None
     # the relayer that settles `upto` payments, when the route is metered and `upto` is offered
     upto_facilitator: str | None = None
+    # a channel refusal's snapshot (JSON of x402's channelState/voucherState extras): the
+    # batch-settlement entry carries it, a corrective 402 the client resyncs from
+    corrective: str | None = None
 
     @property
     def amount(self) -> int:
@@ -92,7 +96,12 @@ class Offer:
             }
         )
         kind = SupportedKind(x402_version=2, scheme=CHANNEL_SCHEME, network=self.network.caip2)
-        return self.channels.enhance_payment_requirements(requirements, kind, [])
+        enhanced = self.channels.enhance_payment_requirements(requirements, kind, [])
+        if self.corrective is None:
+            return enhanced
+        return enhanced.model_copy(
+            update={"extra": {**(enhanced.extra or {}), **json.loads(self.corrective)}}
+        )
 
     def upto_requirements(self, amount: int | None = None) -> PaymentRequirements | None:
         """The `upto` offer beside `exact` (None when not offered): the route's price as the

@@ -54,10 +54,13 @@ MIN_VALIDITY_SECONDS = 6
 
 
 class PaymentRejected(Exception):
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, corrective: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        # a channel refusal's snapshot of the channel (JSON of x402's `channelState` and
+        # `voucherState` extras), which the 402 carries so that the client can resync
+        self.corrective = corrective
 
 
 @dataclass(frozen=True)

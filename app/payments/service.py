@@ -409,7 +409,10 @@ class X402Service:
         message: str,
         reason: str | None = None,
         headers: dict[str, str] | None = None,
+        corrective: tuple[Network, str] | None = None,
     ) -> NoReturn:
+        """A 402 with the call's offers; `corrective`: a channel's snapshot, carried by its
+        network's batch-settlement entry (x402's corrective 402)."""
         if not self.enabled:
             raise PaymentRequired(
                 f"{message}: this call costs ${price} in USDC, and this server is not configured"
@@ -417,7 +420,13 @@ class X402Service:
                 {"price_usd": str(price)},
                 headers,
             )
-        first, *others = self.offers(call, price)
+        offers = self.offers(call, price)
+        if corrective is not None:
+            network, snapshot = corrective
+            offers = tuple(
+                replace(o, corrective=snapshot) if o.network == network else o for o in offers
+            )
+        first, *others = offers
         c = challenge(first, message, reason, others=tuple(others))
         raise PaymentRequired(message, headers={**c.headers, **(headers or {})}, body=c.body)
 
@@ -508,7 +517,10 @@ class X402Service:
         try:
             return await channels.accept(conn, offer, proof, fingerprint)
         except PaymentRejected as rejected:
-            self.require_payment(call, offer.price_usd, rejected.message, rejected.reason)
+            corrective = (offer.network, rejected.corrective) if rejected.corrective else None
+            self.require_payment(
+                call, offer.price_usd, rejected.message, rejected.reason, corrective=corrective
+            )
 
     async def settle_channel(
         self, conn: asyncpg.Connection, call: PaidCall, charge: ChannelCharge,

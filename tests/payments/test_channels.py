@@ -33,7 +33,7 @@ from x402.mechanisms.evm.batch_settlement.client.voucher import sign_voucher
 from x402.mechanisms.evm.batch_settlement.constants import MIN_WITHDRAW_DELAY
 from x402.mechanisms.evm.batch_settlement.types import ChannelConfig
 from x402.mechanisms.evm.batch_settlement.utils import compute_channel_id
-from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.mechanisms.evm.signers import EthAccountSigner, EthAccountSignerWithRPC
 
 from app.asgi import create_app
 from app.config import Settings
@@ -78,10 +78,14 @@ def payer(dev: DevChain) -> LocalAccount:
 class Payer:
     """x402's stock HTTP client with its batch-settlement scheme, on the in-process app."""
 
-    def __init__(self, client: AsyncTestClient[Litestar], account: LocalAccount) -> None:
+    def __init__(
+        self, client: AsyncTestClient[Litestar], account: LocalAccount, rpc_url: str = ""
+    ) -> None:
         self.client = client
         self.account = account
-        scheme = BatchSettlementEvmScheme(EthAccountSigner(account))
+        # with an RPC URL, the client can read the chain: what its resync checks against
+        signer = EthAccountSignerWithRPC(account, rpc_url) if rpc_url else EthAccountSigner(account)
+        scheme = BatchSettlementEvmScheme(signer)
         self.x402 = x402HTTPClientSync(x402ClientSync().register(NETWORK, scheme))
         self.last_payload: Any = None
 
@@ -415,3 +419,35 @@ def test_vouchers_stop_a_margin_before_a_withdrawal_can_be_finalised() -> None:
                 {"withdraw_requested_at": requested, "withdraw_delay": delay}, now, margin
             )
         assert refused.value.reason.endswith("channel_withdrawn")
+
+
+async def test_a_client_that_lost_its_count_resyncs_from_the_corrective_402(
+    paid: AsyncTestClient[Litestar], dev: DevChain, payer: LocalAccount, database_url: str
+) -> None:
+    """x402's client restarted with empty storage signs from nothing; Engram's refusal carries
+    the channel's snapshot (x402's channelState and voucherState extras), the stock client
+    resyncs from it, and its next voucher pays. Nothing is charged for the refused try."""
+    first = Payer(paid, payer)
+    for _ in range(3):
+        assert (await first.store()).status_code == 201
+    restarted = Payer(paid, payer, rpc_url=dev.rpc_url)  # the same key, a fresh count
+    body = {"content": f"After a restart {uuid.uuid4()}"}
+    r = await paid.post("/v1/store", json=body, headers=auth(payer))
+    headers, tried = restarted.x402.handle_402_response(dict(r.headers), r.content, str(r.url))
+    r = await paid.post("/v1/store", json=body, headers={**auth(payer), **headers})
+    assert r.status_code == 402, r.text
+    restarted.x402.process_payment_result(tried, r.headers.get, r.status_code)  # its resync
+    required = decode_payment_required_header(r.headers["PAYMENT-REQUIRED"])
+    assert required.error == "invalid_batch_settlement_evm_cumulative_amount_mismatch"
+    (batch,) = [a for a in required.accepts if a.scheme == "batch-settlement"]
+    state = (batch.extra or {})["channelState"]
+    assert state["chargedCumulativeAmount"] == str(3 * PRICE)
+    assert (batch.extra or {})["voucherState"]["signedMaxClaimable"] == str(3 * PRICE)
+    assert int((await channel_row(database_url, payer))["charged"]) == 3 * PRICE
+
+    headers, payload = restarted.x402.handle_402_response(dict(r.headers), r.content, str(r.url))
+    assert payload.payload["type"] == "voucher"
+    assert int(payload.payload["voucher"]["maxClaimableAmount"]) >= 4 * PRICE
+    r = await paid.post("/v1/store", json=body, headers={**auth(payer), **headers})
+    assert r.status_code == 201, r.text
+    assert int((await channel_row(database_url, payer))["charged"]) == 4 * PRICE
