@@ -25,9 +25,10 @@ from app.memory.service import parse_memory_id
 def _namespace(raw: str) -> str:
     """A namespace named in the path, in NFC, within the names' limits (a 422 otherwise)."""
     name: str = nfc_names(raw)
-    if not name.strip() or len(name) > MAX_NAME_CHARS:
+    if not name.strip() or len(name) > MAX_NAME_CHARS or "\x00" in name:
         raise InvalidInput(
-            f"namespace must be 1..{MAX_NAME_CHARS} characters", {"field": "namespace"}
+            f"namespace must be 1..{MAX_NAME_CHARS} characters, none of them NUL",
+            {"field": "namespace"},
         )
     return name
 

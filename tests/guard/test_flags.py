@@ -45,10 +45,13 @@ async def test_the_guard_defaults_to_flag_and_takes_only_its_modes(
     for bad in ({"mode": "block"}, {"mode": None}, {}):
         r = await client.put("/v1/namespaces/notes/guard", json=bad, headers=auth(wallet))
         assert r.status_code == 422, r.text
-    r = await client.put(
-        f"/v1/namespaces/{'n' * 256}/guard", json={"mode": "off"}, headers=auth(wallet)
-    )
-    assert r.status_code == 422, r.text
+    for name in ("n" * 256, "a%00b", "%20"):
+        r = await client.put(
+            f"/v1/namespaces/{name}/guard", json={"mode": "off"}, headers=auth(wallet)
+        )
+        assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
+        r = await client.get(f"/v1/namespaces/{name}/guard", headers=auth(wallet))
+        assert r.status_code == 422, r.text
 
 
 async def test_off_stores_without_flags(client: AsyncTestClient, wallet) -> None:
