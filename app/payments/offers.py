@@ -83,9 +83,14 @@ class Offer:
 
     def channel_requirements(self) -> PaymentRequirements | None:
         """The batch-settlement offer beside `exact` (None when channels are off): x402's own
-        server scheme adds receiverAuthorizer, withdrawDelay and minDeposit."""
+        server scheme adds receiverAuthorizer, withdrawDelay and minDeposit. Made once per
+        offer (a paying agent meets the same one at every call), each caller its own copy."""
         if self.channels is None:
             return None
+        return _channel_requirements(self).model_copy(deep=True)
+
+    def _made_channel_requirements(self) -> PaymentRequirements:
+        assert self.channels is not None
         requirements = self.requirements().model_copy(
             update={
                 "scheme": CHANNEL_SCHEME,
@@ -159,6 +164,11 @@ class Challenge:
 # serialize), kept for the offers asked for again: a paying agent meets the same route's 402 for
 # each call. Bounded: a request's URL is part of its offer.
 OFFERS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=OFFERS_KEPT)
+def _channel_requirements(offer: Offer) -> PaymentRequirements:
+    return offer._made_channel_requirements()
 
 
 @functools.lru_cache(maxsize=OFFERS_KEPT)

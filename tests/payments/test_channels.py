@@ -189,6 +189,7 @@ async def test_a_stock_client_deposits_once_then_pays_50_calls_with_vouchers(
     first_block = dev.w3.eth.block_number
     r = await stock.store()
     assert r.status_code == 201, r.text
+    ids = {r.json()["id"]}
     assert stock.last_payload.payload["type"] == "deposit"
     receipt = decode_payment_response_header(r.headers["PAYMENT-RESPONSE"])
     assert receipt.transaction  # the deposit's
@@ -196,6 +197,7 @@ async def test_a_stock_client_deposits_once_then_pays_50_calls_with_vouchers(
     for call in range(2, 52):
         r = await stock.store()
         assert r.status_code == 201, r.text
+        ids.add(r.json()["id"])
         assert stock.last_payload.payload["type"] == "voucher"
         receipt = decode_payment_response_header(r.headers["PAYMENT-RESPONSE"])
         assert receipt.transaction == ""
@@ -210,7 +212,8 @@ async def test_a_stock_client_deposits_once_then_pays_50_calls_with_vouchers(
         database_url, "SELECT count(*) AS n FROM memories WHERE user_id = $1",
         payer.address.lower(),
     )  # fmt: skip
-    assert memories["n"] == 51
+    # every call's work was done; two random contents may embed as near-duplicates and merge
+    assert memories["n"] == len(ids) >= 50
 
 
 # ---- refusals: each its own reason, nothing stored ---------------------------------------------
