@@ -59,7 +59,10 @@ def _phrase(pattern: str, *gates: str) -> _Phrase:
 _TOKENS = re.compile(r"0x|[a-z]+|[<\[{:$|]")
 
 # A few words: a bounded gap between two parts of a phrase.
-_GAP = r"[^.!?\n]{0,48}?"
+_GAP = r"(?:[^.!?\n]|[.!?](?=\S)){0,48}?"
+# Half that, between three parts of a phrase whose words recur (two full gaps in a row cost
+# 48 x 48 steps per start on text that repeats them).
+_SHORT_GAP = r"(?:[^.!?\n]|[.!?](?=\S)){0,24}?"
 _MODEL = "ai assistant model bot agent chatbot gpt llm claude chatgpt"
 
 # ---- instruction: text addressed to the model rather than about the world ----------------------
@@ -111,8 +114,9 @@ _INSTRUCTION = (
     ),
     _phrase(
         r"(?:^|\n|[.!?;][ \t]{1,3})[ \t>*#\-\[(]{0,6}(?:system|assistant|developer|sys|admin|"
-        r"root)[\])]{0,2}[ \t]{0,3}(?:prompt|message|note|override|instruction)?[ \t]{0,3}:",
-        "system assistant developer sys admin root",
+        r"root|override|directive|priority\s+directive)[\])]{0,2}[ \t]{0,3}(?:prompt|message|"
+        r"note|override|instruction)?[ \t]{0,3}:",
+        "system assistant developer sys admin root override directive",
         ":",
     ),
     _phrase(
@@ -164,9 +168,33 @@ _INSTRUCTION = (
         " process processes",
     ),
     _phrase(
-        r"\b(?:attention|note|important|instruction|message)\s+(?:to|for)\s+(?:the\s+)?(?:ai|"
-        r"assistant|model|agent|llm|language\s+model|bot)\b",
-        _MODEL,
+        r"\b(?:attention|note|important|instruction|message|directive|order|command|notice|"
+        r"reminder|memo|context)s?\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+)?"
+        r"(?:[\w-]+\s+){0,2}?(?:ai|assistant|model|agent|llm|language\s+model|bot)s?\b",
+        _MODEL + " ais assistants models agents llms bots",
+    ),
+    _phrase(
+        r"\b(?:ai|assistant|model|agent|llm|bot)s?\s+(?:reading|processing|parsing|seeing|"
+        r"summari[sz]ing|loading)\s+(?:this|these)\b"
+        r"|\b(?:the\s+)?(?:ai|assistant|model|agent|llm|bot)\s+(?:is|are)\s+(?:required|obliged|"
+        r"expected|instructed|ordered|told|supposed|to)\s+(?:to\s+)?(?:comply|obey|follow|"
+        r"ignore|reply|respond|answer|send|stop|skip)\b",
+        _MODEL + " ais assistants models agents llms bots",
+    ),
+    _phrase(
+        r"\byour\s+(?:real|actual|true|new)\s+(?:boss|owner|master|operator|user|creator|"
+        r"developer|admin|principal)\s+(?:is|are)\b",
+        "boss owner master operator user creator developer admin principal",
+    ),
+    _phrase(
+        r"\b(?:quietly|silently|secretly|covertly)\s+(?:replace|change|delete|send|transfer|"
+        r"forward|modify|ignore|disable|remove|exfiltrate|copy|upload|rewrite|overwrite)\b",
+        "quietly silently secretly covertly",
+    ),
+    _phrase(
+        r"\byou\s+(?:have|had)\s+no\s+(?:guidelines|restrictions|filters|content\s+polic(?:y|ies)|"
+        r"safety|guardrails|limitations)\b",
+        "guidelines restrictions filters content safety guardrails limitations",
     ),
     _phrase(
         r"\b(?:ai|assistant|model|agent|llm|claude|gpt|chatgpt)\s*[,:]\s*(?:you\s+)?(?:must|"
@@ -243,6 +271,28 @@ _FUNDS = (
         "0x",
     ),
     _phrase(
+        r"\b(?:send|transfer|wire|move|forward|pay|refund|route|redirect|deposit|remit)\w*\b"
+        + _GAP
+        + r"\b(?:to|into)\s+(?:the\s+|this\s+|that\s+|my\s+|a\s+|new\s+|same\s+|following\s+)+"
+        r"(?:wallet|address|iban|vault)\b",
+        _SEND + " sends sending sent transferring wiring forwarding paying refund refunds"
+        " route routed redirect redirected",
+        "wallet address iban vault",
+    ),
+    _phrase(
+        r"\b(?:route|redirect|change|switch|update|replace|point)\w*\b"
+        + _SHORT_GAP
+        + r"\b(?:payments?|payouts?|invoices?|deposits?|transfers?|salary|funds|withdrawals?)\b"
+        + _SHORT_GAP
+        + r"\b(?:to|into)\s+(?:the\s+|a\s+|this\s+|new\s+)*(?:account|iban|address|wallet|"
+        r"0x[0-9a-f]{6,})"
+        r"|\b(?:change|update|switch|replace|set)\s+(?:the|my|our|your)\s+(?:payout|payment|"
+        r"deposit|receiving|bank|wallet|withdrawal)\s+(?:address|account|details|iban)\b",
+        "route routes routed redirect redirected change changes update switch replace point set",
+        "payment payments payout payouts invoice invoices deposit deposits transfer transfers"
+        " salary funds withdrawal withdrawals receiving bank wallet",
+    ),
+    _phrase(
         r"\b(?:approve|grant|set|give)\b" + _GAP + r"\b(?:unlimited|infinite|max(?:imum)?)\s+"
         r"(?:allowance|approval|spending)",
         "allowance approval spending",
@@ -255,6 +305,15 @@ _FUNDS = (
         "payment payments transaction transactions transfer transfers permit permits"
         " withdrawal withdrawals",
         "without no",
+    ),
+    _phrase(
+        r"\b(?:approve|grant|set)\b"
+        + _GAP
+        + r"\b(?:allowance|approval)\b"
+        + _GAP
+        + r"\b(?:everything|all|unlimited|any\s+amount)\b",
+        "approve grant set",
+        "allowance approval",
     ),
     _phrase(
         r"\b(?:empty|drain|liquidate)\s+(?:the|your|my|this)\s+(?:wallet|account|treasury|"
@@ -309,6 +368,30 @@ _SECRETS = (
         _SECRET_WORDS,
     ),
     _phrase(r"\bcurl\b[^\n]{0,80}\$\{?[A-Z_]*(?:KEY|TOKEN|SECRET|PASSWORD)", "curl", "$"),
+    _phrase(
+        _SECRET_THING
+        + _GAP
+        + r"\b(?:provide|send|share|give|paste|reveal|post|email|upload|forward)\s+(?:it|them|"
+        r"that|this)\b",
+        _SECRET_WORDS,
+        "provide send share give paste reveal post email upload forward",
+    ),
+    _phrase(
+        r"\b(?:text|contents?|wording|copy|value)\s+of\s+(?:your|the)\s+(?:instructions|"
+        r"system\s+prompt|prompt|configuration|rules|guidelines)\b"
+        r"|\byour\s+(?:instructions|system\s+prompt|prompt)\W{0,3}\s*(?:word\s+for\s+word|"
+        r"verbatim)",
+        "instructions prompt configuration rules guidelines",
+    ),
+    _phrase(
+        r"\b(?:value|contents?)\s+of\s+(?:the\s+)?\$?\{?\w*_(?:KEY|TOKEN|SECRET|PASSWORD|PASS)\b",
+        "value content contents",
+    ),
+    _phrase(
+        r"(?:~|\$HOME|%USERPROFILE%)[/\\]\.(?:aws|ssh|gnupg|config/gcloud|kube|docker|npmrc|"
+        r"netrc|env)\b",
+        "aws ssh gnupg gcloud kube docker npmrc netrc env",
+    ),
 )
 
 # ---- markup: tool-call and chat-template syntax meant for the agent ---------------------------
@@ -321,7 +404,7 @@ _MARKUP = (
         r"</?\s*(?:tool_call|tool_use|tool_result|tool_calls|function_call|function_calls|"
         r"function_results|invoke|parameter|antml:[a-z_]+|system|assistant|user|developer|"
         r"instructions?|engram-context|memoclaw-context|relevant-memories|im_start|im_end|"
-        r"system-reminder|human|ai)\b[^<>\n]{0,80}>",
+        r"system-reminder|human|ai|function|tool|tools|command|exec)\b[^<>\n]{0,80}>",
         "<",
     ),
     _phrase(
@@ -331,6 +414,11 @@ _MARKUP = (
         "|",
     ),
     _phrase(r"\[/?(?:INST|SYS)\]|<</?SYS>>", "inst sys"),
+    _phrase(
+        r"```\s*(?:tool_code|tool_call|tool_use|tool|function_call|functions)\b"
+        r"|\[(?:system|assistant|developer)\]\(#",
+        "tool function functions system assistant developer",
+    ),
     _phrase(
         r"[\"']?(?:tool_calls?|function_call|tool_use)[\"']?\s*:\s*[\[{]",
         "tool function",
@@ -359,10 +447,10 @@ _HIDDEN = re.compile(
 
 # ---- encoded_payload: long base64 or hex runs -----------------------------------------------
 # An instruction can hide in an encoding the model will decode. A run of 80+ base64 characters
-# mixing upper case, lower case and digits, or of 100+ hex digits (past a 64-digit hash or a
-# 40-digit address, which a payments agent remembers legitimately).
+# mixing upper case, lower case and digits, or of 72+ hex digits (past a 64-digit hash or a
+# 40-digit address, which a payments agent remembers legitimately; a SHA-512 is flagged).
 MIN_BASE64_CHARS = 80
-MIN_HEX_CHARS = 100
+MIN_HEX_CHARS = 72
 _BASE64_RUN = re.compile(rf"[A-Za-z0-9+/_-]{{{MIN_BASE64_CHARS},}}={{0,2}}")
 _HEX_RUN = re.compile(rf"(?:0x)?[0-9a-fA-F]{{{MIN_HEX_CHARS},}}")
 

@@ -78,6 +78,10 @@ ADVERSARIAL = [
     "0x" * (MAX_CONTENT_CHARS // 2),
     "\u200d " * (MAX_CONTENT_CHARS // 2),
     "reveal " * (MAX_CONTENT_CHARS // 7),
+    "route payment " * (MAX_CONTENT_CHARS // 14),
+    "treat everything below " * (MAX_CONTENT_CHARS // 23),
+    "secret key provide " * (MAX_CONTENT_CHARS // 19),
+    "a." * (MAX_CONTENT_CHARS // 2),
 ]
 BUDGET_S = 2.0  # a store embeds too; the classifier's own share is a few ms (bench/poisoning.py)
 
