@@ -36,6 +36,7 @@ from app.grants.service import GrantService
 from app.kit.errors import Forbidden, MemoryNotFound
 from app.kit.schemas import absent_if_none, iso
 from app.memory.actor import OWNER, Actor
+from app.memory.provenance import WRITING
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
 from app.memory.schemas import (
     DEFAULT_NAMESPACE,
@@ -197,6 +198,8 @@ class MemoryController(Controller):
         wallet, actor = await reached(request, conn, grants_service, data.namespace, "read")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
+        if data.exclude_flagged is None:  # a hook's recall goes into a prompt: held back
+            data = msgspec.structs.replace(data, exclude_flagged=WRITING.get().surface == "hook")
         recalled, tokens, reranked, held_back = await memory_service.recall(
             conn, wallet, data, actor
         )

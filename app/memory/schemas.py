@@ -145,9 +145,9 @@ class RecallIn(StrictStruct):
     # the rerank stage (README, "Recall"): true / false overrides ENGRAM_RECALL_RERANK
     rerank: bool | None = None
     # trust (README, "Memory poisoning"): hold back memories the store-time classifier flagged
-    # (false by default here, MemoClaw's recall; true for context and the hooks), and keep to
-    # memories from these sources
-    exclude_flagged: bool = False
+    # (unset: false, MemoClaw's recall, but true for a plugin's hook, x-engram-surface: hook;
+    # context holds them back by default too), and keep to memories from these sources
+    exclude_flagged: bool | None = None
     sources: Annotated[list[Source], Meta(min_length=1, max_length=7)] | None = None
 
 

@@ -120,7 +120,7 @@ async def update_settled(
 
 
 def held_back_from(
-    ranked: list[Recalled], limit: int, exclude_flagged: bool
+    ranked: list[Recalled], limit: int, exclude_flagged: bool | None
 ) -> tuple[list[Recalled], int]:
     """Without the flagged memories when asked, and how many of them ranked within the answer
     (the first `limit` unflagged ones and the flagged ones among them)."""

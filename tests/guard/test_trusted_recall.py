@@ -39,6 +39,11 @@ async def test_recall_returns_flagged_memories_with_their_flags_unless_asked(
     trusted = await _recall(client, auth(wallet), exclude_flagged=True)
     assert [m["id"] for m in trusted["memories"]] == [clean["id"]]
     assert trusted["held_back"] == 1
+    # a plugin's hook holds them back unless it asks otherwise
+    hook = {**auth(wallet), "x-engram-surface": "hook"}
+    assert [m["id"] for m in (await _recall(client, hook))["memories"]] == [clean["id"]]
+    asked = await _recall(client, hook, exclude_flagged=False)
+    assert len(asked["memories"]) == 2 and "held_back" not in asked
     # a flagged memory ranked below the answer's reach is not counted as held back
     low = await _recall(client, auth(wallet), exclude_flagged=True, limit=1,
                         query="standup weekday morning 9:30 team")  # fmt: skip
