@@ -55,10 +55,11 @@ async def main(dataset: Path, potion_dir: Path) -> None:
     fit = [r for r in rows if r["id"] in FITTED]
     source = np.vstack([r["turns_p"] for r in fit])
     source = np.hstack([source, np.ones((len(source), 1))])
-    mapping = np.linalg.lstsq(source, np.vstack([r["turns_m"] for r in fit]), rcond=None)[0]
+    mapping: np.ndarray = np.linalg.lstsq(source, np.vstack([r["turns_m"] for r in fit]))[0]
 
     def mapped(q: np.ndarray) -> np.ndarray:
-        return np.hstack([q, np.ones((len(q), 1))]) @ mapping
+        projected: np.ndarray = np.hstack([q, np.ones((len(q), 1))]) @ mapping
+        return projected
 
     ways: dict[str, Callable[[dict[str, Any]], list[float]]] = {
         "MiniLM query, MiniLM turns": lambda r: recall_at_10(r["q_m"], r["turns_m"], r["evidence"]),
