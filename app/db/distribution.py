@@ -1,5 +1,5 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011, 0013, 0014, 0015, 0016 and 0017 apply when the `citus` extension is installed, and that the
+0011, 0013, 0014, 0015, 0016, 0017 and 0018 apply when the `citus` extension is installed, and that the
 tests hold the schema and every repository statement to (tests/db/test_distribution.py,
 tests/support/sql_audit.py).
 
@@ -21,6 +21,7 @@ BY_WALLET: dict[str, str] = {
     "payment_channels": "wallet",  # the payer's (migration 0016)
     "channel_vouchers": "wallet",
     "channel_claims": "wallet",  # the claimer's claims and refunds (migration 0017)
+    "namespace_guards": "user_id",  # a namespace's guard mode, set by its owner (migration 0018)
 }
 
 # Distributed by another column, alone: sign-in nonces, looked up by the nonce only; the
