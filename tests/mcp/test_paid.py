@@ -16,9 +16,11 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from x402 import x402Client
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY, x402MCPSession
+from x402.mechanisms.evm.batch_settlement.client import BatchSettlementEvmScheme
 from x402.mechanisms.evm.exact import ExactEvmClientScheme
 from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas import PaymentPayload, SettleResponse
+from x402.schemas.hooks import PaymentResponseContext
 
 from app.dev.mode import DEMO_WALLET_KEY, DEV_FREE_TIER_CALLS
 from tests.support.api import auth
@@ -162,3 +164,51 @@ async def test_malformed_payment_meta_is_refused(dev_serve: tuple[str, str]) -> 
         assert bad.isError
         assert "not an x402 payment payload" in bad.content[0].text  # type: ignore[union-attr]
     assert payments_of(url, wallet) == []
+
+
+def block_number(serve_log: str) -> int:
+    rpc = re.search(r"anvil at (http://127\.0\.0\.1:\d+)", serve_log)
+    assert rpc, serve_log
+    r = httpx.post(rpc.group(1), json={"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber",
+                                       "params": []})  # fmt: skip
+    return int(r.json()["result"], 16)
+
+
+async def test_paid_tools_through_a_payment_channel(dev_serve: tuple[str, str]) -> None:
+    """x402's MCP client helper with x402's batch-settlement client scheme: the first paid call
+    deposits (one transaction), the next ones carry vouchers and touch no chain."""
+    url, serve_log = dev_serve
+    wallet: LocalAccount = Account.create()
+    async with httpx.AsyncClient() as http:  # x402's channel pays for the wallet's own calls
+        funded = await http.get(f"{url}/v1/free-tier/status", headers=auth(wallet))
+    assert funded.status_code == 200
+    payer: LocalAccount = Account.from_key(DEMO_WALLET_KEY)
+    client = RecordingClient()
+    client.register("eip155:8453", BatchSettlementEvmScheme(EthAccountSigner(payer)))
+    async with http_session(url, WalletAuth(wallet.key.hex())) as session:
+        for n in range(DEV_FREE_TIER_CALLS):
+            assert not (await session.call_tool("memoclaw_store", {"content": f"Free {n}"})).isError
+        first_block = block_number(serve_log)
+        paying = x402MCPSession(session, client)
+        receipts = []
+        for n in range(4):
+            args = {"content": f"Channel-paid note {n} on the release train schedule"}
+            paid = await paying.call_tool("memoclaw_store", args)
+            assert paid.payment_made and not paid.is_error, paid.content
+            receipts.append(paid.payment_response)
+            # x402's MCP helper hands the receipt to no client hook: the channel's running
+            # total reaches the client scheme as its HTTP client would pass it
+            payload = client.payloads[-1]
+            await client.handle_payment_response(
+                PaymentResponseContext(
+                    payment_payload=payload, requirements=payload.accepted,
+                    settle_response=paid.payment_response,
+                )
+            )  # fmt: skip
+    kinds = [p.payload["type"] for p in client.payloads]
+    assert kinds == ["deposit", "voucher", "voucher", "voucher"]
+    assert all(isinstance(r, SettleResponse) and r.success for r in receipts)
+    assert receipts[0].transaction and not any(r.transaction for r in receipts[1:])
+    charged = [r.extra["channelState"]["chargedCumulativeAmount"] for r in receipts]
+    assert charged == [str(STORE_PRICE_UNITS * n) for n in range(1, 5)]
+    assert block_number(serve_log) == first_block + 1  # the deposit alone
