@@ -1,6 +1,6 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011, 0013, 0014, 0015, 0016, 0017 and 0018 apply when the `citus` extension is installed, and that the
-tests hold the schema and every repository statement to (tests/db/test_distribution.py,
+0011 and 0013-0018 apply when the `citus` extension is installed, and that the tests hold the
+schema and every repository statement to (tests/db/test_distribution.py,
 tests/support/sql_audit.py).
 
 Wallet-owned tables are distributed by their wallet column, co-located with `memories`: every
