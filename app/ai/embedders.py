@@ -37,6 +37,7 @@ __all__ = [
     "LocalOnnxEmbedder",
     "OpenAIEmbedder",
     "build_embedder",
+    "tails_of",
 ]
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
@@ -117,6 +118,7 @@ class LocalMiniLMEmbedder:
     model_name = "all-MiniLM-L6-v2"
     dims = 384
     max_tokens = 256  # sentence-transformers' max_seq_length for this model
+    passage_overlap = 64  # tokens each window past the first repeats of the one before
 
     def __init__(
         self, intra_op_threads: int = 1, int8: bool = True, cache_dir: Path | None = None
@@ -156,6 +158,22 @@ class LocalMiniLMEmbedder:
             vectors[k :: len(shares)] = result.vectors
         return EmbedResult(vectors=vectors, tokens=sum(r.tokens for r in results))
 
+    async def tails(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's rest past the model's window (its vector is of the first window only),
+        as overlapping windows of `passage_overlap` tokens; none for a text within the window."""
+        return await self._in_worker(self._tails_sync, list(texts))
+
+    def _tails_sync(self, texts: list[str]) -> list[list[str]]:
+        self._ensure_loaded()
+        assert self._tokenizer is not None
+        # a text of fewer characters than the window has tokens cannot run past it
+        long = [i for i, text in enumerate(texts) if len(text) > self.max_tokens - 2]
+        tails: list[list[str]] = [[] for _ in texts]
+        encodings = self._tokenizer.encode_batch([texts[i] for i in long])
+        for i, encoding in zip(long, encodings, strict=True):
+            tails[i] = [_span(texts[i], window) for window in encoding.overflowing]
+        return tails
+
     def _shares(self, texts: list[str]) -> list[list[str]]:
         """The texts dealt round-robin to the worker threads (similar lengths to each, as texts
         come in batches of like items); one share for a single text or a single thread, and in
@@ -184,7 +202,7 @@ class LocalMiniLMEmbedder:
             tokenizer = Tokenizer.from_file(str(path))
         # The shipped tokenizer.json truncates at 128 and pads to a fixed 128; override
         # both: truncate at the model's 256 and pad only to the longest text in a batch.
-        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.enable_truncation(max_length=self.max_tokens, stride=self.passage_overlap)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         return tokenizer
 
@@ -255,12 +273,32 @@ class LocalOnnxEmbedder(LocalMiniLMEmbedder):
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
-        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.enable_truncation(max_length=self.max_tokens, stride=self.passage_overlap)
         tokenizer.no_padding()  # one text per run
         return tokenizer
 
     def _load_session(self) -> onnxruntime.InferenceSession:
         return _session(self.directory / "model.onnx", self.intra_op_threads)
+
+
+def _span(text: str, window: tokenizers.Encoding) -> str:
+    """The part of `text` a window of its tokens covers (special tokens cover nothing)."""
+    spans = [
+        o
+        for o, special in zip(window.offsets, window.special_tokens_mask, strict=True)
+        if not special
+    ]
+    return text[spans[0][0] : spans[-1][1]] if spans else ""
+
+
+async def tails_of(embedder: Embedder, texts: Sequence[str]) -> list[list[str]]:
+    """Each text's windows past the embedder's own (`tails`), or none: a remote model reads a
+    whole memory (OpenAI's window is 8,191 tokens)."""
+    tails = getattr(embedder, "tails", None)
+    if tails is None:
+        return [[] for _ in texts]
+    found: list[list[str]] = await tails(texts)
+    return found
 
 
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -370,6 +408,9 @@ class CachedEmbedder:
     @property
     def ready(self) -> bool:
         return embedder_ready(self.inner)
+
+    async def tails(self, texts: Sequence[str]) -> list[list[str]]:
+        return await tails_of(self.inner, texts)
 
     async def embed(self, texts: Sequence[str]) -> EmbedResult:
         found = {text: vec for text in texts if (vec := self._lookup(text)) is not None}

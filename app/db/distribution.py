@@ -1,5 +1,5 @@
 """How Engram's tables spread over a distributed PostgreSQL (Citus): the layout that migrations
-0011 and 0013-0018 apply when the `citus` extension is installed, and that the tests hold the
+0011, 0013-0018 and 0021 apply when the `citus` extension is installed, and that the tests hold the
 schema and every repository statement to (tests/db/test_distribution.py,
 tests/support/sql_audit.py).
 
@@ -22,6 +22,7 @@ BY_WALLET: dict[str, str] = {
     "channel_vouchers": "wallet",
     "channel_claims": "wallet",  # the claimer's claims and refunds (migration 0017)
     "namespace_guards": "user_id",  # a namespace's guard mode, set by its owner (migration 0018)
+    "memory_passages": "user_id",  # a long memory's windows past the first (migration 0021)
 }
 
 # Distributed by another column, alone: sign-in nonces, looked up by the nonce only; the

@@ -415,6 +415,25 @@ async def insert_many(conn: asyncpg.Connection, new: list[NewMemory]) -> list[as
     return [by_id[i] for i in ids]
 
 
+async def insert_passages(
+    conn: asyncpg.Connection, wallet: str, memory_ids: list[UUID], passages: list[list[np.ndarray]]
+) -> None:
+    """Each memory's passages (its windows past the model's, in order), replacing any it had."""
+    ids = [i for i, vectors in zip(memory_ids, passages, strict=True) for _ in vectors]
+    seqs = [seq for vectors in passages for seq in range(1, len(vectors) + 1)]
+    await conn.execute(
+        "DELETE FROM memory_passages WHERE user_id = $1 AND memory_id = ANY($2::uuid[])",
+        wallet, memory_ids,
+    )  # fmt: skip
+    if ids:
+        await conn.execute(
+            """INSERT INTO memory_passages (user_id, memory_id, seq, embedding)
+               SELECT $1, u.memory_id, u.seq, u.embedding
+               FROM unnest($2::uuid[], $3::int[], $4::vector[]) AS u(memory_id, seq, embedding)""",
+            wallet, ids, seqs, _vector_array([v for vectors in passages for v in vectors]),
+        )  # fmt: skip
+
+
 async def merge_duplicate(
     conn: asyncpg.Connection,
     wallet: str,
@@ -694,10 +713,23 @@ def relation_count(sql: _Sql, kept_to: str | None) -> str:
     return _RELATION_COUNT_WHERE.format(kept=kept)
 
 
-def _signals(sql: _Sql, f: MemoryFilter, vec: str, keyword: str) -> str:
+# The distance of a memory `m`'s nearest passage (its text past the model's window, migration
+# 0021), NULL for a memory within the window: one primary-key probe per candidate.
+PASSAGE_DISTANCE = """(SELECT min(p.embedding <=> {vec}) FROM memory_passages p
+    WHERE p.user_id = {wallet} AND p.memory_id = m.id)"""
+
+
+def _distance(vec: str, passages: bool) -> str:
+    """A candidate `m`'s distance from the query: its own vector's, or with `passages` its best
+    window's (LEAST skips the NULL of a memory without passages)."""
+    own = f"(m.embedding <=> {vec})"
+    return f"LEAST({own}, {PASSAGE_DISTANCE.format(vec=vec, wallet=WALLET)})" if passages else own
+
+
+def _signals(sql: _Sql, f: MemoryFilter, vec: str, keyword: str, passages: bool) -> str:
     """The raw signals of a candidate row `m` (joined with `q`), beside its columns."""
     return f"""{COLUMNS},
-               1 - (m.embedding <=> {vec}) AS vector_sim,
+               1 - {_distance(vec, passages)} AS vector_sim,
                CASE WHEN m.tsv @@ q.tsq THEN {KEYWORD_FORMS[keyword]} ELSE 0 END AS keyword_match,
                {relation_count(sql, f.kept_to)} AS relation_count"""
 
@@ -728,6 +760,7 @@ async def recall_candidates(
     exact: bool,
     corpus_size: int,
     keyword: str = "passage",
+    passages: bool = True,
 ) -> tuple[list[asyncpg.Record], int]:
     """Vector top-N (HNSW with iterative scan, or an exact scan) united with keyword top-N.
 
@@ -738,7 +771,9 @@ async def recall_candidates(
     Returns the candidates with their raw signals and how many the vector side found, so the
     caller can fall back to an exact scan when filters starved the index scan.
     """
-    rows = await _candidates(conn, f, embedding, query, per_side, exact, corpus_size, None, keyword)
+    rows = await _candidates(
+        conn, f, embedding, query, per_side, exact, corpus_size, None, keyword, passages
+    )
     return rows, _vector_hits(rows)
 
 
@@ -757,11 +792,14 @@ async def exact_candidates_within(
     per_side: int,
     cap: int,
     keyword: str = "passage",
+    passages: bool = True,
 ) -> ExactCandidates | None:
     """`recall_candidates`' exact scan if `f` matches at most `cap` memories, else None (the
     scan stopped at `cap` + 1 rows): the count that picks the plan and the exact scan in one
     statement, one read of the matching rows where a count first read them twice."""
-    rows = await _candidates(conn, f, embedding, query, per_side, True, cap + 1, cap + 1, keyword)
+    rows = await _candidates(
+        conn, f, embedding, query, per_side, True, cap + 1, cap + 1, keyword, passages
+    )
     matching = int(rows[0]["scoped"]) if rows else 0
     if matching > cap:
         return None
@@ -782,6 +820,7 @@ async def _candidates(
     corpus_size: int,
     scope_limit: int | None,
     keyword: str,
+    passages: bool,
 ) -> list[asyncpg.Record]:
     sql, where, vec, text, tsq = _scoring_params(f, embedding, query)
     n = sql.param(per_side)
@@ -791,8 +830,18 @@ async def _candidates(
         # and both sides: as three scans, a filtered big wallet's heap was read three times
         # (19,500 blocks each, 257 ms, in bench/scale.py's slowest query at 1M rows).
         limit = f"LIMIT {sql.param(scope_limit)}" if scope_limit is not None else ""
+        # with `passages`, a long memory is as near as its best window (the wallet's passages
+        # read once, beside its rows)
+        nearest = ""
+        own = f"m.embedding <=> {vec}"
+        if passages:
+            nearest = f"""LEFT JOIN (
+                SELECT p.memory_id, min(p.embedding <=> {vec}) AS distance FROM memory_passages p
+                WHERE p.user_id = {WALLET} GROUP BY p.memory_id
+            ) pd ON pd.memory_id = m.id"""
+            own = f"LEAST({own}, pd.distance)"
         scope = f"""scope AS MATERIALIZED (
-            SELECT m.id, m.tsv, m.embedding <=> {vec} AS distance FROM memories m WHERE {where}
+            SELECT m.id, m.tsv, {own} AS distance FROM memories m {nearest} WHERE {where}
             {limit}
         ),"""
         scoped = ", (SELECT count(*) FROM scope) AS scoped" if limit else ""
@@ -814,7 +863,8 @@ async def _candidates(
             ) m ORDER BY {KEYWORD_FORMS[keyword]} DESC LIMIT {n}
         ),
         cand AS (SELECT id FROM vec UNION SELECT id FROM kw)
-        SELECT {_signals(sql, f, vec, keyword)}, (SELECT count(*) FROM vec) AS vector_hits,
+        SELECT {_signals(sql, f, vec, keyword, passages)},
+               (SELECT count(*) FROM vec) AS vector_hits,
                (SELECT array_agg(lex.word) FROM lex) AS lex_words,
                (SELECT array_agg(lex.idf) FROM lex) AS lex_idf {scoped}
         FROM cand JOIN memories m ON m.user_id = {WALLET} AND m.id = cand.id, q
@@ -841,6 +891,7 @@ async def second_round_candidates(
     follow: int,
     max_gap: timedelta,
     keyword: str = "passage",
+    passages: bool = True,
 ) -> list[asyncpg.Record]:
     """What the first round's hits (`seeds`) lead to, each row with its raw signals, the seed
     it came from (`seed_id`) and how far from it (`hops`):
@@ -884,7 +935,7 @@ async def second_round_candidates(
             FROM seed JOIN memory_relations r ON r.user_id = {WALLET}
                 AND (r.source_id = seed.id OR r.target_id = seed.id)
         )
-        SELECT {_signals(sql, f, vec, keyword)}, cand.seed_id, cand.hops
+        SELECT {_signals(sql, f, vec, keyword, passages)}, cand.seed_id, cand.hops
         -- one primary-key lookup per candidate (OFFSET 0 keeps the planner from flattening it
         -- into a join that scanned the whole wallet: 2 ms at 680 memories)
         FROM cand CROSS JOIN LATERAL (
@@ -1012,6 +1063,33 @@ async def embedded_otherwise(
         wallet, model, limit,
     )  # fmt: skip
     return rows
+
+
+async def long_memories_after(
+    conn: asyncpg.Connection, wallet: str, after: UUID | None, min_chars: int, limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` of the wallet's memories of more than `min_chars` characters and without
+    passages, by id after `after` (`engram reembed` gives those past the model's window their
+    passages)."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        """SELECT m.id, m.content FROM memories m
+           WHERE m.user_id = $1 AND ($2::uuid IS NULL OR m.id > $2) AND length(m.content) > $3
+             AND NOT EXISTS (SELECT 1 FROM memory_passages p
+                             WHERE p.user_id = $1 AND p.memory_id = m.id)
+           ORDER BY m.id LIMIT $4""",
+        wallet, after, min_chars, limit,
+    )  # fmt: skip
+    return rows
+
+
+async def wallets_after(conn: asyncpg.Connection, after: str, limit: int) -> list[str]:
+    """Up to `limit` wallets holding memories, in order after `after` (`engram reembed`'s
+    passage pass walks them all)."""
+    rows = await conn.fetch(
+        "SELECT DISTINCT user_id FROM memories WHERE user_id > $1 ORDER BY user_id LIMIT $2",
+        after, limit,
+    )  # fmt: skip
+    return [str(r["user_id"]) for r in rows]
 
 
 async def set_embeddings(

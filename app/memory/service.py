@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 import numpy as np
 
-from app.ai.embedders import Embedder
+from app.ai.embedders import Embedder, tails_of
 from app.ai.facts import FactModel, FactModelError
 from app.ai.heuristics import HeuristicFactModel
 from app.ai.rerank import Reranker, RerankUnavailable
@@ -102,21 +102,54 @@ MAX_KEYWORD_CHARS = 1000
 
 
 async def insert_settled(
-    conn: asyncpg.Connection, wallet: str, new: list[NewMemory]
+    conn: asyncpg.Connection, wallet: str, new: list[NewMemory], embedder: Embedder | None = None
 ) -> list[asyncpg.Record]:
     """Insert new memories once the namespace guards settled their provenance and flags (or
-    refused them: app/guard/service.py)."""
+    refused them: app/guard/service.py); with `embedder`, a long one's passages too."""
     await guard.settle(conn, wallet, new)
-    return await repo.insert_many(conn, new)
+    rows = await repo.insert_many(conn, new)
+    if embedder is not None:
+        await store_passages(conn, embedder, wallet, rows, replace=False)
+    return rows
 
 
 async def update_settled(
-    conn: asyncpg.Connection, wallet: str, current: asyncpg.Record, changes: dict[str, Any]
+    conn: asyncpg.Connection,
+    wallet: str,
+    current: asyncpg.Record,
+    changes: dict[str, Any],
+    embedder: Embedder | None = None,
 ) -> asyncpg.Record:
     """Apply changes to a stored memory once the namespace guard settled a new content's flags
-    (or refused it, or quarantined it again: app/guard/service.py)."""
+    (or refused it, or quarantined it again: app/guard/service.py); a new content's passages
+    replace the old ones."""
     await guard.settle_change(conn, wallet, current["namespace"], changes)
-    return await repo.update(conn, wallet, current["id"], changes)
+    row = await repo.update(conn, wallet, current["id"], changes)
+    if embedder is not None and "content" in changes:
+        await store_passages(conn, embedder, wallet, [row], replace=True)
+    return row
+
+
+async def store_passages(
+    conn: asyncpg.Connection,
+    embedder: Embedder,
+    wallet: str,
+    rows: list[asyncpg.Record],
+    replace: bool,
+) -> int:
+    """Embed each memory's text past the model's window, in overlapping windows, and store them
+    as its passages (recall scores a memory by its best window); `replace` drops the passages
+    a memory had even when it now has none. A memory within the window costs a tokenisation
+    only. Returns the tokens embedded."""
+    tails = await tails_of(embedder, [r["content"] for r in rows])
+    chosen = [i for i, found in enumerate(tails) if found or replace]
+    if not any(tails[i] for i in chosen) and not replace:
+        return 0
+    embedded = await embedder.embed([text for i in chosen for text in tails[i]])
+    vectors = iter(embedded.vectors)
+    passages = [[next(vectors) for _ in tails[i]] for i in chosen]
+    await repo.insert_passages(conn, wallet, [rows[i]["id"] for i in chosen], passages)
+    return embedded.tokens
 
 
 def held_back_from(
@@ -376,6 +409,7 @@ class MemoryService:
         fact_model: FactModel | None = None,
         merge_namespaces: Sequence[str] = (),
         keyword: str = "passage",
+        passages: bool = True,
     ) -> None:
         self.embedder = embedder
         # merges two versions of a keyed memory (on_conflict "merge"): the LLM when configured
@@ -390,6 +424,7 @@ class MemoryService:
         self.event_time_boost = event_time_boost  # the time a query names
         self.speaker_boost = speaker_boost  # what the people a query names said
         self.keyword = keyword  # keyword_match's form (repository KEYWORD_FORMS)
+        self.passages = passages  # a long memory's vector_sim is its best window's
         self.rerank = rerank or Rerank()  # the optional cross-encoder stage
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
         self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
@@ -431,7 +466,7 @@ class MemoryService:
         if current is None:
             embedded = await self.embedder.embed([fields.content])
             new = self.new_memory(wallet, fields, embedded.vectors[0])
-            [row] = await insert_settled(conn, wallet, [new])
+            [row] = await insert_settled(conn, wallet, [new], self.embedder)
             await history.record(conn, wallet, [history.created(row, action)])
             return StoreOutcome(row, False), embedded.tokens
         if current["immutable"]:
@@ -441,7 +476,7 @@ class MemoryService:
         changes = self.content_columns(content, embedded.vectors[0]) | _stored_over(fields, item)
         if actor.for_owner:
             del changes["expires_at"]
-        after = await update_settled(conn, wallet, current, changes)
+        after = await update_settled(conn, wallet, current, changes, self.embedder)
         change = history.versioned(current, after)
         if merged:
             change.changes["merged"] = {"stored": current["content"], "sent": fields.content}
@@ -501,7 +536,10 @@ class MemoryService:
                 self.new_memory(wallet, p, v)
                 for p, v in zip(prepared, embedded.vectors, strict=True)
             ]
-            outcomes = [StoreOutcome(r, False) for r in await insert_settled(conn, wallet, new)]
+            outcomes = [
+                StoreOutcome(r, False)
+                for r in await insert_settled(conn, wallet, new, self.embedder)
+            ]
         # one statement for the whole batch's history
         await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
         return outcomes, embedded.tokens
@@ -546,7 +584,7 @@ class MemoryService:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         embedded = await self.embedder.embed([fields.content])
         new = self.new_memory(wallet, fields, embedded.vectors[0])
-        [row] = await insert_settled(conn, wallet, [new])
+        [row] = await insert_settled(conn, wallet, [new], self.embedder)
         await history.record(conn, wallet, [history.created(row, history_action)])
         return row, embedded.tokens
 
@@ -598,7 +636,9 @@ class MemoryService:
         for i in range(len(items)):
             plan.decide(i, stored_same.get(keys[i]), stored_near[i])
         fresh = [self.new_memory(wallet, items[i], vectors[i]) for i in plan.fresh]
-        inserted = dict(zip(plan.fresh, await insert_settled(conn, wallet, fresh), strict=True))
+        inserted = dict(
+            zip(plan.fresh, await insert_settled(conn, wallet, fresh, self.embedder), strict=True)
+        )
         latest: dict[UUID, asyncpg.Record] = {}  # each memory as this batch last left it
         outcomes = []
         for i, target in enumerate(plan.targets):
@@ -726,7 +766,7 @@ class MemoryService:
             tokens = embedded.tokens
         if not changes:
             return rows[0], rows[0], 0
-        return rows[0], await update_settled(conn, wallet, rows[0], changes), tokens
+        return rows[0], await update_settled(conn, wallet, rows[0], changes, self.embedder), tokens
 
     async def update_batch(
         self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]
@@ -943,7 +983,7 @@ class MemoryService:
         if known is not None and known > EXACT_SCAN_MAX_ROWS:
             return None
         found = await repo.exact_candidates_within(
-            conn, f, vector, keywords, per_side, EXACT_SCAN_MAX_ROWS, self.keyword
+            conn, f, vector, keywords, per_side, EXACT_SCAN_MAX_ROWS, self.keyword, self.passages
         )
         self.sizes.learnt_up_to(
             f, EXACT_SCAN_MAX_ROWS, found.matching if found else EXACT_SCAN_MAX_ROWS + 1
@@ -963,13 +1003,13 @@ class MemoryService:
         corpus = EXACT_SCAN_MAX_ROWS + 1
         await db.plan_for_the_parameters(conn)  # index scans want plans made for the size
         rows, vector_hits = await repo.recall_candidates(
-            conn, f, vector, keywords, per_side, False, corpus, self.keyword
+            conn, f, vector, keywords, per_side, False, corpus, self.keyword, self.passages
         )
         if vector_hits < per_side:
             # Many rows match, yet the index scan came back short (filters starved it even with
             # iterative scanning): an exact scan returns the true top k.
             rows, _ = await repo.recall_candidates(
-                conn, f, vector, keywords, per_side, True, corpus, self.keyword
+                conn, f, vector, keywords, per_side, True, corpus, self.keyword, self.passages
             )
         return rows
 

@@ -43,6 +43,9 @@ EXCEPTIONS: dict[str, str] = {
     "app.memory.repository.wallets_embedded_otherwise": (
         "`engram reembed`, after a model switch: which wallets it has left to do"
     ),
+    "app.memory.repository.wallets_after": (
+        "`engram reembed`'s passage pass: which wallets it has left to do"
+    ),
     "app.auth.repository.sweep_expired_nonces": "the timer's sweep, off the request path",
     "app.console.repository._sweep": "the timer's sweeps of expired sessions and links",
     "app.payments.repository.pending_before": "the reconciler, on a timer: pending rows of all wallets",
