@@ -16,7 +16,7 @@ call carries a voucher and touches no chain. Two timings per route: the stock fl
 the call with a voucher) and the voucher sent with the call (the client keeps the route's offer
 from its first 402 and signs the next voucher up front: one request). The deposit covers
 `--calls-per-deposit` calls of the route's price (x402's client lets the payer size it: a
-`deposit_strategy`; 0: the client's default, the offer's `minDeposit`, 100 calls).
+`deposit_strategy`; 0: the client's default, the offer's `minDeposit`, 200 calls).
 
 Run: .venv/bin/python bench/paid_calls.py [--scheme exact|batch] [--calls 40] [--rounds 2]
 [--block-time 2] [--calls-per-deposit 300] [--code DIR ...] (each DIR is a checkout whose `app`

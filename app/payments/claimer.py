@@ -74,6 +74,9 @@ class ClaimPolicy:
     after_seconds: float  # age of the oldest unclaimed voucher
     refund_idle_seconds: float  # time since the channel's last payment
     reconcile_after_seconds: float  # a pending claim untouched this long is not coming
+    # a receiver's claimed funds are settled once its oldest unsettled claim is this old (or a
+    # claim batch's worth waits); 0: every run
+    settle_after_seconds: float = 0
 
 
 @dataclass
@@ -455,6 +458,8 @@ class Claimer:
         for row in rows:
             by_pair.setdefault((row["receiver"], row["asset"]), []).append(row)
         for (receiver, asset), claims in by_pair.items():
+            if not settle_due(claims, self.policy):
+                continue
             requirements = build_payment_requirements(receiver, asset, self.network)
             payload = build_settle_payment_payload(requirements, receiver, asset)
             response = await self._send(payload)
@@ -504,6 +509,14 @@ def _claim_row(
     }
 
 
+def settle_due(claims: list[asyncpg.Record], policy: ClaimPolicy) -> bool:
+    """A receiver's confirmed claims are swept to its payTo once the oldest has waited
+    `settle_after_seconds`, or a claim batch's worth is waiting: a settle per claim would be a
+    transaction per claim, and claimed funds are the receiver's in the escrow meanwhile."""
+    oldest = max(float(c["idle_seconds"]) for c in claims)
+    return oldest >= policy.settle_after_seconds or len(claims) >= CLAIMS_PER_TRANSACTION
+
+
 def claim_policy(x402: Any, decimals: int) -> ClaimPolicy:
     """The operator's settings (X402Settings), the amount in the token's atomic units."""
     return ClaimPolicy(
@@ -511,4 +524,5 @@ def claim_policy(x402: Any, decimals: int) -> ClaimPolicy:
         after_seconds=x402.claim_after_seconds,
         refund_idle_seconds=x402.refund_idle_seconds,
         reconcile_after_seconds=x402.reconcile_after_seconds,
+        settle_after_seconds=x402.settle_after_seconds,
     )

@@ -339,7 +339,8 @@ async def unsettled_claims(
     """Confirmed claims whose funds were not yet moved on to the receiver, with the receiver and
     token a settlement sweeps them by."""
     rows: list[asyncpg.Record] = await conn.fetch(
-        """SELECT k.wallet, k.channel_id, k.id, c.receiver, c.asset
+        """SELECT k.wallet, k.channel_id, k.id, c.receiver, c.asset,
+                  extract(epoch FROM now() - k.updated_at) AS idle_seconds
            FROM channel_claims k
            JOIN payment_channels c ON c.wallet = k.wallet AND c.channel_id = k.channel_id
            WHERE k.status = 'confirmed' AND k.settled_at IS NULL AND k.cumulative > 0

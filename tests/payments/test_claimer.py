@@ -459,6 +459,7 @@ async def test_a_claim_killed_mid_flight_is_reconciled_by_the_next_process(
         "ENGRAM_X402_RELAYER_KEY": dev.relayer.key.hex(),
         "ENGRAM_X402_SCHEMES": "exact,batch-settlement",
         "ENGRAM_X402_CLAIM_EVERY_SECONDS": "1", "ENGRAM_X402_CLAIM_MIN_USD": "0.000001",
+        "ENGRAM_X402_SETTLE_AFTER_SECONDS": "0",
     }  # fmt: skip
     log = tmp_path / "serve.log"
     block = dev.w3.eth.block_number
@@ -534,3 +535,17 @@ async def test_a_chain_read_begun_before_a_top_up_was_mined_never_undoes_it(
         written = await repository.refresh_channel(conn, payer.wallet, payer.channel_id, fresh)
     assert written is not None
     assert (int(written["withdraw_requested_at"]), int(written["state_block"])) == (7, mined_in + 1)
+
+
+def test_settles_wait_for_an_hour_or_a_batch_of_claims() -> None:
+    """A settle per claim would be a transaction per claim: a receiver's claims are swept once
+    the oldest has waited settle_after_seconds, or a claim batch's worth is waiting."""
+    from app.payments.claimer import CLAIMS_PER_TRANSACTION, ClaimPolicy, settle_due
+
+    policy = ClaimPolicy(1, 3600, 86_400, 120, settle_after_seconds=3600)
+    young = [{"idle_seconds": 5.0}, {"idle_seconds": 3599.0}]
+    assert not settle_due(young, policy)  # type: ignore[arg-type]
+    assert settle_due([*young, {"idle_seconds": 3600.0}], policy)  # type: ignore[arg-type]
+    batch = [{"idle_seconds": 1.0}] * CLAIMS_PER_TRANSACTION
+    assert settle_due(batch, policy)  # type: ignore[arg-type]
+    assert settle_due(young, ClaimPolicy(1, 3600, 86_400, 120))  # type: ignore[arg-type]

@@ -101,5 +101,5 @@ async def test_x402_fetch_deposits_once_then_pays_50_calls_with_vouchers(
     assert transactions_since(dev, first_block) == 1  # the deposit
     charged, balance, voucher_rows = await channel_state(database_url, payer.address.lower())
     assert charged == CALLS * PRICE
-    assert balance == 100 * PRICE  # the client deposited the offer's minDeposit (100 calls)
+    assert balance == 200 * PRICE  # the client deposited the offer's minDeposit (200 calls)
     assert voucher_rows == CALLS
