@@ -243,7 +243,9 @@ async def reembed(settings: Settings, batch: int) -> int:
                 f"engram: {exc} Re-embedding keeps the dimension: to change it, export the"
                 " memories and import them into a database created for the new one."
             ) from exc
-        return await reembed_all(conn, embedder, batch, progress=print)
+        return await reembed_all(
+            conn, embedder, batch, progress=print, passages=settings.recall.passages
+        )
     finally:
         await conn.close()
 

@@ -281,9 +281,10 @@ class RecallSettings(SettingsGroup):
     # keyword_match: each word's IDF less ln(the memory's passages); off: the plain IDF sum,
     # its form before issue 37 (app/memory/repository.py KEYWORD_FORMS)
     keyword_passages: bool = env("ENGRAM_RECALL_KEYWORD_PASSAGES", True, flag)
-    # a memory past the embedding model's window scores its best window's vector_sim (its
-    # passages, migration 0021); off: its first window's only, as before issue 37
-    passages: bool = env("ENGRAM_RECALL_PASSAGES", True, flag)
+    # on: a memory past the embedding model's window is stored with its later windows (its
+    # passages, migration 0021) and scores its best window's vector_sim; off (the default: it
+    # lowered BEAM dev R@10, README Recall): its first window only, nothing more stored
+    passages: bool = env("ENGRAM_RECALL_PASSAGES", False, flag)
     # The optional rerank stage (app/ai/rerank.py): a cross-encoder served over HTTP in the
     # rerank wire format (`POST {base_url}/rerank`, as TEI, vLLM, llama.cpp and Infinity serve
     # it) orders the best `rerank_candidates`; every recall when `rerank`, else when asked.

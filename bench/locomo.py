@@ -475,8 +475,9 @@ CONFIGS: dict[str, tuple[dict[str, Any], bool, bool]] = {
     "event-time-field": ({}, True, True),
     # keyword_match's form before issue 37: the plain IDF sum (ENGRAM_RECALL_KEYWORD_PASSAGES=0)
     "idf-keyword": ({"keyword_passages": False}, False, False),
-    # a long memory scored by its first window only, its passages unused (ENGRAM_RECALL_PASSAGES=0)
-    "head-only": ({"passages": False}, False, False),
+    # a long memory scored by its best window (ENGRAM_RECALL_PASSAGES=1; its passages must be
+    # stored: a database stored without them gets them from `engram reembed` with it set)
+    "passages": ({"passages": True}, False, False),
 }
 
 

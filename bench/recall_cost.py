@@ -6,8 +6,8 @@ filled with 400 memories (LoCoMo's conversations hold 370-690 turns), then 300 r
 the CPU each party used per recall (bench/throughput.py's CpuMeter). Configurations: the
 default, without the second round (ENGRAM_RECALL_SECOND_ROUND=0), without the event-time boost
 (ENGRAM_RECALL_EVENT_TIME=0), keyword_match as the plain IDF sum (ENGRAM_RECALL_KEYWORD_PASSAGES=0,
-its form before issue 37), a long memory by its first window only (ENGRAM_RECALL_PASSAGES=0),
-and the default again (the spread of the two defaults is the noise).
+its form before issue 37), a long memory by its best window (ENGRAM_RECALL_PASSAGES=1), and
+the default again (the spread of the two defaults is the noise).
 --only picks some of them by name (comma-separated).
 
 Run: .venv/bin/python bench/recall_cost.py [--recalls 300] [--memories 400] [--only NAMES]
@@ -43,7 +43,7 @@ CONFIGS = {
     "no second round": {"ENGRAM_RECALL_SECOND_ROUND": "0"},
     "no event-time boost": {"ENGRAM_RECALL_EVENT_TIME": "0"},
     "plain IDF sum": {"ENGRAM_RECALL_KEYWORD_PASSAGES": "0"},  # keyword_match before issue 37
-    "first window only": {"ENGRAM_RECALL_PASSAGES": "0"},  # a long memory's passages unused
+    "passages": {"ENGRAM_RECALL_PASSAGES": "1"},  # a long memory by its best window (opt-in)
     "default again": {},
 }
 BATCH, LIMIT, WARM = 100, 20, 30

@@ -27,6 +27,7 @@ async def reembed_all(
     embedder: Embedder,
     batch: int,
     progress: Callable[[str], object] = lambda _: None,
+    passages: bool = False,
 ) -> int:
     """Re-embed wallet by wallet, in batches of `batch`, each batch its own transaction: an
     interrupted run keeps what it did and the next one starts from what is left. Each batch
@@ -38,9 +39,11 @@ async def reembed_all(
         wallets = await repo.wallets_embedded_otherwise(conn, model, WALLETS_PER_ROUND)
         if not wallets:
             await db.record_embedding_model(conn, model)
+            if not passages:
+                return done
             return done + await _passages_all(conn, embedder, batch, progress)
         for wallet in wallets:
-            done = await _reembed_wallet(conn, embedder, wallet, batch, done, progress)
+            done = await _reembed_wallet(conn, embedder, wallet, batch, done, progress, passages)
 
 
 async def _passages_all(
@@ -77,6 +80,7 @@ async def _reembed_wallet(
     batch: int,
     done: int,
     progress: Callable[[str], object],
+    passages: bool,
 ) -> int:
     model = embedder.model_name
     while True:
@@ -86,6 +90,9 @@ async def _reembed_wallet(
                 return done
             result = await embedder.embed([r["content"] for r in rows])
             await repo.set_embeddings(conn, wallet, rows, result.vectors, model)
-            await store_passages(conn, embedder, wallet, rows, replace=True)
+            if passages:
+                await store_passages(conn, embedder, wallet, rows, replace=True)
+            else:  # another model's windows: not comparable, gone
+                await repo.insert_passages(conn, wallet, [r["id"] for r in rows], [[]] * len(rows))
         done += len(rows)
         progress(f"re-embedded {done} memories with {model}")

@@ -125,8 +125,10 @@ async def update_settled(
     replace the old ones."""
     await guard.settle_change(conn, wallet, current["namespace"], changes)
     row = await repo.update(conn, wallet, current["id"], changes)
-    if embedder is not None and "content" in changes:
+    if "content" in changes and embedder is not None:
         await store_passages(conn, embedder, wallet, [row], replace=True)
+    elif "content" in changes:  # passages stored while they were on no longer match
+        await repo.insert_passages(conn, wallet, [row["id"]], [[]])
     return row
 
 
@@ -409,7 +411,7 @@ class MemoryService:
         fact_model: FactModel | None = None,
         merge_namespaces: Sequence[str] = (),
         keyword: str = "passage",
-        passages: bool = True,
+        passages: bool = False,
     ) -> None:
         self.embedder = embedder
         # merges two versions of a keyed memory (on_conflict "merge"): the LLM when configured
@@ -425,6 +427,8 @@ class MemoryService:
         self.speaker_boost = speaker_boost  # what the people a query names said
         self.keyword = keyword  # keyword_match's form (repository KEYWORD_FORMS)
         self.passages = passages  # a long memory's vector_sim is its best window's
+        # what stores embed a long memory's passages with (none: they store none)
+        self.passage_embedder: Embedder | None = embedder if passages else None
         self.rerank = rerank or Rerank()  # the optional cross-encoder stage
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
         self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
@@ -466,7 +470,7 @@ class MemoryService:
         if current is None:
             embedded = await self.embedder.embed([fields.content])
             new = self.new_memory(wallet, fields, embedded.vectors[0])
-            [row] = await insert_settled(conn, wallet, [new], self.embedder)
+            [row] = await insert_settled(conn, wallet, [new], self.passage_embedder)
             await history.record(conn, wallet, [history.created(row, action)])
             return StoreOutcome(row, False), embedded.tokens
         if current["immutable"]:
@@ -476,7 +480,7 @@ class MemoryService:
         changes = self.content_columns(content, embedded.vectors[0]) | _stored_over(fields, item)
         if actor.for_owner:
             del changes["expires_at"]
-        after = await update_settled(conn, wallet, current, changes, self.embedder)
+        after = await update_settled(conn, wallet, current, changes, self.passage_embedder)
         change = history.versioned(current, after)
         if merged:
             change.changes["merged"] = {"stored": current["content"], "sent": fields.content}
@@ -538,7 +542,7 @@ class MemoryService:
             ]
             outcomes = [
                 StoreOutcome(r, False)
-                for r in await insert_settled(conn, wallet, new, self.embedder)
+                for r in await insert_settled(conn, wallet, new, self.passage_embedder)
             ]
         # one statement for the whole batch's history
         await history.record(conn, wallet, [store_history(o, history_action) for o in outcomes])
@@ -584,7 +588,7 @@ class MemoryService:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         embedded = await self.embedder.embed([fields.content])
         new = self.new_memory(wallet, fields, embedded.vectors[0])
-        [row] = await insert_settled(conn, wallet, [new], self.embedder)
+        [row] = await insert_settled(conn, wallet, [new], self.passage_embedder)
         await history.record(conn, wallet, [history.created(row, history_action)])
         return row, embedded.tokens
 
@@ -637,7 +641,11 @@ class MemoryService:
             plan.decide(i, stored_same.get(keys[i]), stored_near[i])
         fresh = [self.new_memory(wallet, items[i], vectors[i]) for i in plan.fresh]
         inserted = dict(
-            zip(plan.fresh, await insert_settled(conn, wallet, fresh, self.embedder), strict=True)
+            zip(
+                plan.fresh,
+                await insert_settled(conn, wallet, fresh, self.passage_embedder),
+                strict=True,
+            )
         )
         latest: dict[UUID, asyncpg.Record] = {}  # each memory as this batch last left it
         outcomes = []
@@ -766,7 +774,11 @@ class MemoryService:
             tokens = embedded.tokens
         if not changes:
             return rows[0], rows[0], 0
-        return rows[0], await update_settled(conn, wallet, rows[0], changes, self.embedder), tokens
+        return (
+            rows[0],
+            await update_settled(conn, wallet, rows[0], changes, self.passage_embedder),
+            tokens,
+        )
 
     async def update_batch(
         self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]

@@ -357,7 +357,7 @@ class TransferService:
                         self.memories.new_memory(wallet, p.fields, vector, p.kept)
                         for p, vector in zip(chunk, embedded.vectors, strict=True)
                     ],
-                    self.memories.embedder,
+                    self.memories.passage_embedder,
                 )
                 await history.record(conn, wallet, [history.created(r, "import") for r in rows])
                 await pacer.rest()  # the writes take CPU too
