@@ -498,12 +498,13 @@ class X402Settings(SettingsGroup):
     # `claim_every_seconds` at each channel on chain and claims at once when the payer started a
     # withdrawal: the channel's withdraw delay (15 min, x402's least, which Engram offers) is the
     # receiver's window, so a minute's look leaves ~14 min to land the claim. Otherwise it
-    # claims a channel once $1 is unclaimed (a minimum deposit's worth, 200 calls at the default
-    # price: one claim and one top-up per 200 calls, the issue's 1 transaction per 100 calls;
-    # a row of a batched claim, ~41k gas, costs well under 1% of it on Base) or its oldest
-    # unclaimed voucher is an hour old (how long money sits uncollected when calls are few).
+    # claims a channel once $2 is unclaimed (two minimum deposits' worth, 400 calls at the
+    # default price: two top-ups and one claim per 400 calls, 0.75 transactions per 100 calls,
+    # under the issue's 1; a row of a batched claim, ~41k gas, costs well under 1% of it on
+    # Base) or its oldest unclaimed voucher is an hour old (how long money sits uncollected when
+    # calls are few). A payer's withdrawal is claimed at once whatever the amount.
     claim_every_seconds: int = env("ENGRAM_X402_CLAIM_EVERY_SECONDS", 60, positive_integer)
-    claim_min_usd: Decimal = env("ENGRAM_X402_CLAIM_MIN_USD", Decimal("1"), usd_amount)  # noqa: RUF009
+    claim_min_usd: Decimal = env("ENGRAM_X402_CLAIM_MIN_USD", Decimal("2"), usd_amount)  # noqa: RUF009
     claim_after_seconds: int = env("ENGRAM_X402_CLAIM_AFTER_SECONDS", 3600, positive_integer)
     # Claimed funds sit in the escrow as the receiver's until a settle moves them to payTo: one
     # settle per receiver and token once its oldest unsettled claim is an hour old, or a claim

@@ -40,8 +40,9 @@ CHANNEL_SCHEME = SCHEME_BATCH_SETTLEMENT  # x402 payment channels (app/payments/
 UPTO_SCHEME = SCHEME_UPTO  # variable-cost calls: a signed maximum, the real cost settled (upto.py)
 # A channel's smallest deposit, in calls of the route's price (x402's `extra.minDeposit`, which
 # stock clients deposit): x402's default is 10, one on-chain deposit per 10 calls; issue 36's
-# target is at most one transaction per 100 paid calls, deposits and claims included: a deposit
-# of 200 calls and a claim of them (ENGRAM_X402_CLAIM_MIN_USD) is 1. At $0.005 a call, $1.00.
+# target is at most one transaction per 100 paid calls, deposits and claims included: deposits
+# of 200 calls and a claim per two of them (ENGRAM_X402_CLAIM_MIN_USD) is 0.75. At $0.005 a
+# call, $1.00.
 CHANNEL_MIN_DEPOSIT_CALLS = 200
 PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED"
 
