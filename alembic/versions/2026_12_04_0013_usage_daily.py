@@ -9,6 +9,7 @@ counts nothing. Wallet-owned: on Citus it is distributed by wallet with `memorie
 """
 
 from alembic import op
+from app.db.distribution import distribute_if_citus
 
 revision = "0013"
 down_revision = "0012"
@@ -32,14 +33,7 @@ def upgrade() -> None:
         )
         """
     )
-    bind = op.get_bind()
-    if bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
-        with op.get_context().autocommit_block():
-            for table, column, colocate_with in DISTRIBUTED:
-                op.execute(
-                    f"SELECT create_distributed_table('{table}', '{column}',"
-                    f" colocate_with => '{colocate_with}')"
-                )
+    distribute_if_citus(op, DISTRIBUTED)
 
 
 def downgrade() -> None:

@@ -10,6 +10,7 @@ are looked up by that hash only: on Citus each is distributed by it, alone, as a
 """
 
 from alembic import op
+from app.db.distribution import distribute_if_citus
 
 revision = "0014"
 down_revision = "0013"
@@ -46,14 +47,7 @@ def upgrade() -> None:
     )
     op.execute("CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)")
     op.execute("CREATE INDEX console_links_expiry ON console_links (expires_at)")
-    bind = op.get_bind()
-    if bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
-        with op.get_context().autocommit_block():
-            for table, column, colocate_with in DISTRIBUTED:
-                op.execute(
-                    f"SELECT create_distributed_table('{table}', '{column}',"
-                    f" colocate_with => '{colocate_with}')"
-                )
+    distribute_if_citus(op, DISTRIBUTED)
 
 
 def downgrade() -> None:

@@ -15,6 +15,7 @@ a claim may take (a voucher may sign for more than the call's price, as in x402'
 """
 
 from alembic import op
+from app.db.distribution import distribute_if_citus
 
 revision = "0016"
 down_revision = "0015"
@@ -81,14 +82,7 @@ def upgrade() -> None:
         "CREATE UNIQUE INDEX channel_vouchers_by_identifier"
         " ON channel_vouchers (wallet, payment_identifier) WHERE payment_identifier IS NOT NULL"
     )
-    bind = op.get_bind()
-    if bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
-        with op.get_context().autocommit_block():
-            for table, column, colocate_with in DISTRIBUTED:
-                op.execute(
-                    f"SELECT create_distributed_table('{table}', '{column}',"
-                    f" colocate_with => '{colocate_with}')"
-                )
+    distribute_if_citus(op, DISTRIBUTED)
 
 
 def downgrade() -> None:

@@ -16,6 +16,7 @@ Keyed by the payer's wallet first, distributed with memories on Citus (as 0016's
 """
 
 from alembic import op
+from app.db.distribution import distribute_if_citus
 
 revision = "0017"
 down_revision = "0016"
@@ -56,14 +57,7 @@ def upgrade() -> None:
         "CREATE UNIQUE INDEX channel_claims_one_pending ON channel_claims (wallet, channel_id)"
         " WHERE status = 'pending'"
     )
-    bind = op.get_bind()
-    if bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
-        with op.get_context().autocommit_block():
-            for table, column, colocate_with in DISTRIBUTED:
-                op.execute(
-                    f"SELECT create_distributed_table('{table}', '{column}',"
-                    f" colocate_with => '{colocate_with}')"
-                )
+    distribute_if_citus(op, DISTRIBUTED)
 
 
 def downgrade() -> None:

@@ -17,6 +17,7 @@ review; none set: flag). Keyed by the wallet first, distributed with memories on
 """
 
 from alembic import op
+from app.db.distribution import distribute_if_citus
 
 revision = "0018"
 down_revision = "0017"
@@ -48,14 +49,7 @@ def upgrade() -> None:
         )
         """
     )
-    bind = op.get_bind()
-    if bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
-        with op.get_context().autocommit_block():
-            for table, column, colocate_with in DISTRIBUTED:
-                op.execute(
-                    f"SELECT create_distributed_table('{table}', '{column}',"
-                    f" colocate_with => '{colocate_with}')"
-                )
+    distribute_if_citus(op, DISTRIBUTED)
 
 
 def downgrade() -> None:

@@ -9,6 +9,8 @@ worker. docs/scale-out.md explains the choices."""
 
 from __future__ import annotations
 
+from typing import Any
+
 # table -> its wallet column (the distribution column). Every PRIMARY KEY and UNIQUE constraint
 # of these tables includes it, and every statement on them filters by it.
 BY_WALLET: dict[str, str] = {
@@ -39,3 +41,18 @@ BY_OTHER: dict[str, str] = {
 REFERENCE: tuple[str, ...] = (
     "engram_settings", "grants", "delegations", "delegation_cancels", "alembic_version",
 )  # fmt: skip
+
+
+def distribute_if_citus(op: Any, tables: list[tuple[str, str, str]]) -> None:
+    """What a migration that creates wallet-owned tables runs last: on Citus, each table
+    (name, distribution column, co-located with) is distributed, outside the migration's
+    transaction as Citus requires; on plain PostgreSQL nothing."""
+    bind = op.get_bind()
+    if not bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
+        return
+    with op.get_context().autocommit_block():
+        for table, column, colocate_with in tables:
+            op.execute(
+                f"SELECT create_distributed_table('{table}', '{column}',"
+                f" colocate_with => '{colocate_with}')"
+            )
