@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 from web3 import Web3
@@ -28,32 +29,28 @@ from app.payments.offers import UPTO_SCHEME
 
 log = logging.getLogger("engram.payments.reconcile")
 
+
+def view_abi(name: str, inputs: list[tuple[str, str]], output: str) -> list[dict[str, Any]]:
+    """The ABI of one view function: its name, (name, type) inputs and one output's type."""
+    return [
+        {
+            "name": name,
+            "type": "function",
+            "stateMutability": "view",
+            "inputs": [{"name": n, "type": t} for n, t in inputs],
+            "outputs": [{"name": "", "type": output}],
+        }
+    ]
+
+
 # EIP-3009's view of an authorization's nonce, which every x402 "exact" EVM token has
-AUTHORIZATION_STATE_ABI = [
-    {
-        "name": "authorizationState",
-        "type": "function",
-        "stateMutability": "view",
-        "inputs": [
-            {"name": "authorizer", "type": "address"},
-            {"name": "nonce", "type": "bytes32"},
-        ],
-        "outputs": [{"name": "", "type": "bool"}],
-    }
-]
+AUTHORIZATION_STATE_ABI = view_abi(
+    "authorizationState", [("authorizer", "address"), ("nonce", "bytes32")], "bool"
+)
 # Permit2's record of spent unordered nonces (an `upto` permit's nonce, app/payments/upto.py)
-NONCE_BITMAP_ABI = [
-    {
-        "name": "nonceBitmap",
-        "type": "function",
-        "stateMutability": "view",
-        "inputs": [
-            {"name": "owner", "type": "address"},
-            {"name": "wordPos", "type": "uint256"},
-        ],
-        "outputs": [{"name": "", "type": "uint256"}],
-    }
-]
+NONCE_BITMAP_ABI = view_abi(
+    "nonceBitmap", [("owner", "address"), ("wordPos", "uint256")], "uint256"
+)
 ROWS_PER_RUN = 200
 RECONCILE_EVERY_SECONDS = 30.0
 
