@@ -138,6 +138,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         event_time_boost=recall.event_time,
         speaker_boost=recall.speaker,
         keyword="passage" if recall.keyword_passages else "idf",
+        keyword_agreement=recall.keyword_agreement,
         passages=recall.passages,
         fact_model=fact_model,
         merge_namespaces=settings.limits.merge_namespaces,

@@ -32,7 +32,11 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   keyword match, 0..1 for the rest. A memory of one passage or less counts each word's full
   IDF; a memory of several holds common words by chance, which then count nothing (issue 37:
   BEAM R@10 0.434 -> 0.554, LoCoMo unchanged at 0.776; ENGRAM_RECALL_KEYWORD_PASSAGES=0
-  restores the plain sum). (An earlier form used ts_rank of the OR-ed words: bench/locomo.py,
+  restores the plain sum). Then × the share of the KEYWORD_AGREEMENT_TOP candidates nearest the
+  query (by vector) that hold any of its words: where the nearest memories lack the query's
+  words, the keyword side can only rank others (issue 37: BEAM 0.554 -> 0.558, instruction
+  following 0.312 -> 0.338; LoCoMo unchanged; ENGRAM_RECALL_KEYWORD_AGREEMENT=0 turns it off).
+  (An earlier form used ts_rank of the OR-ed words: bench/locomo.py,
   2 conversations, no access boost: R@10 0.600 with ts_rank_cd / (rank + 1), 0.673 with the
   normalised ts_rank; README, Recall, for the figures since.)
 
@@ -125,6 +129,8 @@ SPEAKER_BOOST = 0.25
 # 0.744 -> 0.766 over 1; the turn before a hit, tried too, lowered R@5.
 CONTINUATION_DECAY = 0.85
 SECOND_ROUND_SEEDS = 10
+# keyword side's weight: the share of this many nearest candidates holding a query word
+KEYWORD_AGREEMENT_TOP = 10
 CONTINUATION_FOLLOW = 2
 # The next memory counts as a continuation only if written within this of the hit: a
 # conversation is captured in one sitting; a memory stored days later is another story.

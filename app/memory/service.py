@@ -58,6 +58,7 @@ from app.memory.scoring import (
     CONTINUATION_FOLLOW,
     CONTINUATION_MAX_GAP,
     DEFAULT_MIN_SIMILARITY,
+    KEYWORD_AGREEMENT_TOP,
     SECOND_ROUND_SEEDS,
     Signals,
     carried_score,
@@ -412,6 +413,7 @@ class MemoryService:
         merge_namespaces: Sequence[str] = (),
         keyword: str = "passage",
         passages: bool = False,
+        keyword_agreement: bool = True,
     ) -> None:
         self.embedder = embedder
         # merges two versions of a keyed memory (on_conflict "merge"): the LLM when configured
@@ -426,6 +428,7 @@ class MemoryService:
         self.event_time_boost = event_time_boost  # the time a query names
         self.speaker_boost = speaker_boost  # what the people a query names said
         self.keyword = keyword  # keyword_match's form (repository KEYWORD_FORMS)
+        self.keyword_agreement = keyword_agreement  # keyword side weighted by keyword_share
         self.passages = passages  # a long memory's vector_sim is its best window's
         # what stores embed a long memory's passages with (none: they store none)
         self.passage_embedder: Embedder | None = embedder if passages else None
@@ -934,7 +937,7 @@ class MemoryService:
                 rows = await self._index_candidates(conn, f, vector, keywords, per_side)
         ranking = _Ranking(
             req, now_utc(), self.access_boost, self.event_time_boost,
-            self.default_min_similarity, self.speaker_boost,
+            self.default_min_similarity, self.speaker_boost, self.keyword_agreement,
         )  # fmt: skip
         with phase("recall", "scoring"):
             ranked = ranking.first_round(rows)
@@ -1038,7 +1041,9 @@ class _Ranking:
         event_time_boost: bool,
         default_min_similarity: float,
         speaker_boost: bool = True,
+        keyword_agreement: bool = True,
     ) -> None:
+        self.keyword_agreement = keyword_agreement
         self.min_similarity = (
             req.min_similarity if req.min_similarity is not None else default_min_similarity
         )
@@ -1050,6 +1055,7 @@ class _Ranking:
         # who the query names: a memory said by one of them is about them
         self.names = named_in(req.query) if speaker_boost else set()
         self.best_keyword = 0.0
+        self.keyword_share = 1.0
 
     def _passes(self, row: asyncpg.Record) -> bool:
         return self.min_similarity <= 0 or float(row["vector_sim"]) >= self.min_similarity
@@ -1065,7 +1071,9 @@ class _Ranking:
         return EventTime(row["occurred_at"], said).meets(self.window)
 
     def _score(self, row: asyncpg.Record) -> Signals:
-        signals = _signals_of(row, self.now, self.best_keyword, self.access_boost)
+        signals = _signals_of(
+            row, self.now, self.best_keyword / self.keyword_share, self.access_boost
+        )
         signals = with_event_time(signals, self._in_window(row))
         return with_speaker(signals, self._said_by_named(row))
 
@@ -1080,6 +1088,7 @@ class _Ranking:
     def first_round(self, rows: list[asyncpg.Record]) -> list[Recalled]:
         # keyword_match is relative to the best among the first round's candidates
         self.best_keyword = max((float(r["keyword_match"]) for r in rows), default=0.0)
+        self.keyword_share = keyword_share(rows) if self.keyword_agreement else 1.0
         scored = [Recalled(row, self._score(row)) for row in rows if self._passes(row)]
         return sorted(scored, key=lambda r: r.signals.score, reverse=True)
 
@@ -1097,6 +1106,19 @@ class _Ranking:
             carried = carried_score(seed_score[row["seed_id"]], int(row["hops"]))
             by_id[row["id"]] = Recalled(found.row, with_carried(found.signals, carried))
         return sorted(by_id.values(), key=lambda r: r.signals.score, reverse=True)
+
+
+def keyword_share(rows: Sequence[asyncpg.Record]) -> float:
+    """The share of the KEYWORD_AGREEMENT_TOP candidates nearest the query (by vector) that
+    hold any of its words: the keyword side's weight in this recall. A query whose words the
+    memories nearest it lack (a question whose evidence shares no word with it) is one where
+    the keyword side ranks other memories, so it counts less (issue 37)."""
+    nearest = sorted(rows, key=lambda r: float(r["vector_sim"]), reverse=True)
+    nearest = nearest[:KEYWORD_AGREEMENT_TOP]
+    if not nearest:
+        return 1.0
+    held = sum(float(r["keyword_match"]) > 0 for r in nearest) / len(nearest)
+    return max(held, 1e-9)  # it divides the best keyword match: none held, keyword_match ~0
 
 
 def _says_when(row: asyncpg.Record) -> bool:
