@@ -221,11 +221,13 @@ class Gate:
             )
             await self.usage.count_call(conn, charge.wallet, _endpoint(request), paid=True)
         elif isinstance(charge, X402Payment):
-            captured = state.get("captured_response")
-            payment = self.x402.final_upto(
-                charge.call, charge.payment, await request.body(),
-                captured.body if captured else None,
-            )  # fmt: skip
+            payment = charge.payment
+            if payment.upto:  # its cost, from the work done
+                captured = state.get("captured_response")
+                payment = self.x402.final_upto(
+                    charge.call, payment, await request.body(),
+                    captured.body if captured else None,
+                )  # fmt: skip
             settled = await self.x402.settle(_ledger(request), charge.call, payment, charge.wallet)
             state["settled_payment"] = settled
             state["paid_response_headers"] = await self.x402.complete(

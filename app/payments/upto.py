@@ -34,7 +34,7 @@ from x402.mechanisms.evm.constants import (
     ERR_UPTO_FACILITATOR_MISMATCH,
     X402_UPTO_PERMIT2_PROXY_ADDRESS,
 )
-from x402.mechanisms.evm.types import UptoPermit2Payload
+from x402.mechanisms.evm.types import UptoPermit2Authorization, UptoPermit2Payload
 from x402.schemas import PaymentPayload
 
 from app.payments.offers import UPTO_SCHEME, Offer
@@ -123,16 +123,16 @@ def _authorization_of(permit: UptoPermit2Payload) -> Authorization:
 # ---- named checks, against Engram's offer -----------------------------------------------------
 
 
-def check_spender(proof: Proof) -> None:
-    spender = UptoPermit2Payload.from_dict(proof.payload.payload).permit2_authorization.spender
+def check_spender(permit: UptoPermit2Authorization) -> None:
+    spender = permit.spender
     if spender.lower() != X402_UPTO_PERMIT2_PROXY_ADDRESS.lower():
         raise PaymentRejected(
             ERR_PERMIT2_INVALID_SPENDER, "The permit must name x402's upto proxy as its spender"
         )
 
 
-def check_facilitator(proof: Proof, facilitator: str) -> None:
-    named = UptoPermit2Payload.from_dict(proof.payload.payload).permit2_authorization.witness
+def check_facilitator(permit: UptoPermit2Authorization, facilitator: str) -> None:
+    named = permit.witness
     if named.facilitator.lower() != facilitator.lower():
         raise PaymentRejected(
             ERR_UPTO_FACILITATOR_MISMATCH,
@@ -141,8 +141,8 @@ def check_facilitator(proof: Proof, facilitator: str) -> None:
         )
 
 
-def check_token(proof: Proof, asset: str) -> None:
-    token = UptoPermit2Payload.from_dict(proof.payload.payload).permit2_authorization.permitted
+def check_token(permit: UptoPermit2Authorization, asset: str) -> None:
+    token = permit.permitted
     if token.token.lower() != asset.lower():
         raise PaymentRejected(
             ERR_PERMIT2_TOKEN_MISMATCH, f"The permit is for token {token.token}, not {asset}"
@@ -170,11 +170,13 @@ def check_cost_within(proof: Proof, cost: int) -> None:
 
 
 def check_upto_offer(proof: Proof, offer: Offer, facilitator: str, now: int) -> None:
+    """The permit (read once) against the offer, each check with its own x402 reason."""
+    permit = UptoPermit2Payload.from_dict(proof.payload.payload).permit2_authorization
     check_network(proof, offer)
     check_pay_to(proof, offer)
-    check_spender(proof)
-    check_facilitator(proof, facilitator)
-    check_token(proof, offer.network.asset)
+    check_spender(permit)
+    check_facilitator(permit, facilitator)
+    check_token(permit, offer.network.asset)
     check_maximum(proof, offer.amount)
     check_time_window(proof, now)
 
