@@ -3,7 +3,7 @@
 - ship the files Engram reads at run time that live beside the code in a checkout (the Alembic
   migrations, the dev chain's npm manifest, the agent integrations `engram setup` configures)
   inside the `app` package, so a plain `pip install .` (a wheel) runs `engram serve`,
-  `--dev-chain` and `engram setup` as a checkout does (app/shipped.py finds them either way);
+  `--dev-chain` and `engram setup` as a checkout does (app/infra/project_files.py finds them either way);
 - build the console's scripts (app/console/web, from the npm registry: Chart.js, Cytoscape.js,
   esbuild) into app/console/static/dist, which the package data carries: a wheel holds them
   built, so a pip user needs no Node.js. Editable installs build them too (the README's first
@@ -20,7 +20,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-# What app/shipped.py serves, copied to app/_bundled/ in the built package (keep in step).
+# What app/infra/project_files.py serves, copied to app/_bundled/ in the built package (keep in step).
 SHIPPED_DIRS = ("alembic", "integrations")
 SHIPPED_FILES = ("alembic.ini", "package.json", "package-lock.json")
 

@@ -24,15 +24,6 @@ from app.agents.service import AgentService
 from app.ai.embedders import build_embedder, warm
 from app.ai.fact_models import build_fact_model
 from app.ai.rerank import build_reranker
-from app.api.body import BoundedRequest, check_query_string, restore_recursion_limit
-from app.api.docs import DOCS_PATH, swagger_assets, swagger_page
-from app.api.errors import EXCEPTION_HANDLERS
-from app.api.headers import add_response_headers
-from app.api.health import health, ready
-from app.api.observe import ObserveMiddleware, metrics_endpoint
-from app.api.openapi import document_errors
-from app.api.ratelimit import RateLimitMiddleware
-from app.api.transaction import provide_transaction
 from app.auth.controller import FreeTierController, SessionController
 from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
@@ -54,6 +45,17 @@ from app.grants.controller import GrantController, only_where_grants_reach
 from app.grants.service import GrantService
 from app.guard.controller import GuardController
 from app.history.controller import HistoryController
+from app.http.body import BoundedRequest, check_query_string, restore_recursion_limit
+from app.http.docs import DOCS_PATH, swagger_assets, swagger_page
+from app.http.errors import EXCEPTION_HANDLERS
+from app.http.headers import add_response_headers
+from app.http.health import health, ready
+from app.http.observe import ObserveMiddleware, metrics_endpoint
+from app.http.openapi import document_errors
+from app.http.ratelimit import RateLimitMiddleware
+from app.http.transaction import provide_transaction
+from app.infra.instance_state import build_shared_store
+from app.infra.periodic import every
 from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
 from app.mcp.http import McpEndpoint
@@ -78,8 +80,6 @@ from app.pinned.controller import PinnedController
 from app.pinned.service import PinnedService
 from app.relations.controller import RelationController
 from app.relations.service import RelationService
-from app.shared.periodic import every
-from app.shared.store import build_shared_store
 from app.suggested.controller import SuggestedController
 from app.suggested.service import SuggestedService
 from app.tags.controller import TagController

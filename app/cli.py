@@ -94,7 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from app.asgi import create_app
-    from app.shared import logs
+    from app.infra import logs
 
     settings = Settings.from_env()
     server = settings.server
@@ -179,7 +179,7 @@ def worker_app() -> Any:
     import msgspec
 
     from app.asgi import create_app
-    from app.shared import logs
+    from app.infra import logs
 
     raw = os.environ.get(WORKER_SETTINGS_ENV)
     if not raw:

@@ -4,7 +4,7 @@ No variable set means: embedded PostgreSQL, local embedder, in-process limits, n
 Each setting is declared once, in a small group, with its variable, default and parser
 (`env(...)`); `Settings.from_env` reads every group from those declarations, and README's
 configuration table is tested against them. This module imports nothing from the app but the
-contract's defaults (app/kit/contract.py), so loading settings loads no framework.
+contract's defaults (app/core/contract.py), so loading settings loads no framework.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar, get_type_hints
 
-from app.kit.contract import DEFAULT_PRICES_USD, DEFAULT_UNIT_PRICES_USD, OVERALL_PER_MINUTE
+from app.core.contract import DEFAULT_PRICES_USD, DEFAULT_UNIT_PRICES_USD, OVERALL_PER_MINUTE
 
 # Dimensions of the two embedders Engram knows out of the box (contract: text-embedding-3-small
 # at 512 dims; offline default: all-MiniLM-L6-v2, 384 dims).
@@ -215,11 +215,11 @@ class ServerSettings(SettingsGroup):
     # The proxies whose X-Forwarded-For and X-Forwarded-Proto `engram serve` believes (IPs or
     # CIDRs, `*` for any peer); none: those headers change nothing, whoever sends them.
     trusted_proxies: tuple[str, ...] = env("ENGRAM_TRUSTED_PROXIES", (), proxy_list)
-    # `engram serve`'s logs: one JSON object per line (request lines: app/api/observe.py), or text
+    # `engram serve`'s logs: one JSON object per line (request lines: app/http/observe.py), or text
     log_format: str = env("ENGRAM_LOG_FORMAT", "json", log_format)
     # On SIGTERM the server stops accepting connections and lets in-flight requests finish for
     # up to this long; what is still running then is cancelled (a paid call that began settling
-    # runs to its commit regardless: app/api/transaction.py)
+    # runs to its commit regardless: app/http/transaction.py)
     shutdown_grace_seconds: int = env("ENGRAM_SHUTDOWN_GRACE_SECONDS", 30, positive_integer)
 
 
@@ -232,8 +232,8 @@ class DatabaseSettings(SettingsGroup):
     pool_max: int = env("ENGRAM_DB_POOL_MAX", 20, integer)
     # state shared by every instance (rate limits, payments in flight); None -> in-process
     redis_url: str | None = env("ENGRAM_REDIS_URL", None, text)
-    # How long one Redis call may take before it counts as a failure (app/shared/store.py): a
-    # local Redis answers in well under a millisecond; a remote one, or a saturated host, may
+    # How long one Redis call may take before it counts as a failure (app/infra/instance_state.py):
+    # a local Redis answers in well under a millisecond; a remote one, or a saturated host, may
     # need more before the circuit opens and rate limits fall back to per-process counts.
     redis_timeout_ms: int = env("ENGRAM_REDIS_TIMEOUT_MS", 250, positive_integer)
 

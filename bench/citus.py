@@ -270,7 +270,7 @@ def serve(dsn: str, root: Path) -> Instances:
 
 DEFAULT_TESTS = [
     "tests/cli/test_instances.py",
-    "tests/api/test_hostile_input.py",
+    "tests/http/test_hostile_input.py",
     "tests/sdk",
     "tests/compat",
 ]

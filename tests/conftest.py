@@ -57,7 +57,7 @@ def database_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
     # No overall rate limit on the shared app: it serves the whole session from one client IP,
-    # some tests from one wallet at > 100 calls/min. tests/api/test_ratelimit.py tests the limits.
+    # some tests from one wallet at > 100 calls/min. tests/http/test_ratelimit.py tests the limits.
     return Settings(
         database=DatabaseSettings(url=database_url, pool_max=30),
         limits=LimitsSettings(free_tier_calls=100, rate_limit_per_minute=0),

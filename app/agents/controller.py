@@ -17,9 +17,9 @@ from app.agents.schemas import (
     agent_key_to_wire,
 )
 from app.agents.service import AgentService, server_origin
-from app.api.openapi import error_responses
-from app.api.params import Conn, WalletRequest
-from app.kit.schemas import absent_if_none
+from app.core.schemas import absent_if_none
+from app.http.openapi import error_responses
+from app.http.params import Conn, WalletRequest
 
 Agents = NamedDependency[AgentService]
 

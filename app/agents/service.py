@@ -35,8 +35,7 @@ from app.agents.schemas import NONCE_PATTERN, OWNER_HEADER, Delegation, Delegati
 from app.auth.signature import ADDRESS_RE, is_high_s, personal_signer
 from app.auth.siwx import origin_of
 from app.config import ServerSettings
-from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
-from app.kit.errors import (
+from app.core.errors import (
     Conflict,
     DelegationCancelled,
     DelegationNotNewer,
@@ -46,7 +45,8 @@ from app.kit.errors import (
     PublicUrlUnset,
     id_or_not_found,
 )
-from app.kit.schemas import iso, nfc_names, parse_time
+from app.core.schemas import iso, nfc_names, parse_time
+from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
 from app.memory.schemas import DEFAULT_NAMESPACE, parse_future_time
 
 TITLE = "Engram agent delegation"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from app.config import LOCAL_EMBED_DIMS, EmbedderSettings
-from app.shared import metrics
+from app.infra import metrics
 
 if TYPE_CHECKING:
     import onnxruntime

@@ -9,8 +9,6 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.openapi import error_responses
-from app.api.params import Conn, MaybeWalletRequest, WalletRequest
 from app.auth import repository
 from app.auth.free_tier import FreeTier
 from app.auth.middleware import EXCLUDE_OPT_KEY, WALLET_HEADER, origin_of_request
@@ -28,8 +26,10 @@ from app.auth.schemas import (
 from app.auth.session import SessionTokens
 from app.auth.signature import AUTH_MESSAGE_PREFIX, WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
-from app.kit.errors import InvalidInput, Unauthorized
-from app.kit.schemas import iso
+from app.core.errors import InvalidInput, Unauthorized
+from app.core.schemas import iso
+from app.http.openapi import error_responses
+from app.http.params import Conn, MaybeWalletRequest, WalletRequest
 
 
 class FreeTierController(Controller):

@@ -23,8 +23,8 @@ import asyncpg
 
 from app.auth import repository
 from app.auth.schemas import FreeTierStatus
-from app.kit.memo import RecentValues
-from app.shared import metrics
+from app.core.recent import RecentValues
+from app.infra import metrics
 
 MEMO_SECONDS = 1.0
 MEMO_WALLETS = 10_000

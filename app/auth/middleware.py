@@ -32,12 +32,12 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.agents.schemas import OWNER_HEADER
 from app.agents.service import delegation_for
-from app.api.state import state_of
 from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
+from app.core.errors import PartUnavailable, Unauthorized
 from app.db.errors import CONNECT_FAILURES
-from app.kit.errors import PartUnavailable, Unauthorized
+from app.http.state import state_of
 from app.memory import provenance
 from app.payments.prices import price_of
 

@@ -8,7 +8,7 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from app.auth.signature import ADDRESS_RE, SIGNATURE_RE
-from app.kit.schemas import StrictStruct
+from app.core.schemas import StrictStruct
 
 UnixSeconds = Annotated[int, Meta(ge=0, le=10**12)]
 

@@ -47,7 +47,7 @@ from x402.extensions.sign_in_with_x import (
 from app.auth import repository
 from app.auth.schemas import SiwxChallenge
 from app.auth.signature import WalletAuthError, personal_signer
-from app.kit.json_input import UnreadableJson, decode_base64_json
+from app.core.json_input import UnreadableJson, decode_base64_json
 
 SIWX_HEADER = "sign-in-with-x"
 STATEMENT = "Sign in to Engram with this wallet."

@@ -39,12 +39,6 @@ from x402.extensions.sign_in_with_x import SIWxPayload
 
 from app.agents.schemas import DelegationIn
 from app.agents.service import AgentService, delegation_message, issued_now, server_origin
-from app.api.body import takes_form
-from app.api.errors import handle_api_error
-from app.api.params import Conn
-from app.api.ratelimit import unlimited
-from app.api.state import state_of
-from app.api.transaction import request_transaction
 from app.auth.middleware import EXCLUDE_OPT_KEY, origin_of_request
 from app.auth.signature import ADDRESS_RE, WalletAuthError
 from app.auth.siwx import MAX_DOMAIN_CHARS, SIWX_HEADER, SiwxVerifier
@@ -61,11 +55,17 @@ from app.console.schemas import (
     SignInIn,
 )
 from app.console.service import LINK_TTL_SECONDS, ConsoleSession, ConsoleSessions
+from app.core.errors import ApiError, Forbidden, InvalidInput, Unauthorized
 from app.grants.schemas import GrantIn
 from app.grants.service import GrantService
 from app.guard import service as guard
 from app.history import service as history
-from app.kit.errors import ApiError, Forbidden, InvalidInput, Unauthorized
+from app.http.body import takes_form
+from app.http.errors import handle_api_error
+from app.http.params import Conn
+from app.http.ratelimit import unlimited
+from app.http.state import state_of
+from app.http.transaction import request_transaction
 from app.memory.repository import LIST_SORTS, ListOrder
 from app.memory.schemas import (
     MAX_RECALL_QUERY_CHARS,
@@ -124,7 +124,7 @@ async def transaction_after_session(
     request: Request[Any, Any, State], session: Session
 ) -> AsyncGenerator[asyncpg.Connection, None]:
     """The request's transaction, opened once the session is known: a sign-in check failing
-    beside it would cancel it half-way (app/api/transaction.py)."""
+    beside it would cancel it half-way (app/http/transaction.py)."""
     async with request_transaction(request) as conn:
         yield conn
 

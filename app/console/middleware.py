@@ -15,10 +15,10 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from app.api.state import state_of
 from app.auth.middleware import database, origin_of_request
 from app.console.service import ConsoleSessions
-from app.kit.errors import Forbidden
+from app.core.errors import Forbidden
+from app.http.state import state_of
 
 COOKIE_NAME = "engram_console"
 CONSOLE_PATH = "/console"
@@ -32,7 +32,7 @@ CSP = (
     " form-action 'self'; frame-ancestors 'none'"
 )
 # On every /console response, pages, errors, redirects and static files alike (set by
-# app/api/headers.py, which sees every response).
+# app/http/headers.py, which sees every response).
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",

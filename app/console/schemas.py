@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from msgspec import Meta, Struct
 
 from app.agents.schemas import MAX_NAMESPACES, Nonce, Scope
-from app.kit.schemas import Name, StrictStruct
+from app.core.schemas import Name, StrictStruct
 
 Address = Annotated[str, Meta(min_length=42, max_length=42)]
 Signature = Annotated[str, Meta(min_length=2, max_length=1024)]

@@ -7,10 +7,10 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.params import Conn, WalletRequest
-from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
 from app.consolidate.schemas import ConsolidateAnswer, ConsolidatedCluster, ConsolidateIn
 from app.consolidate.service import ConsolidateService
+from app.http.params import Conn, WalletRequest
+from app.http.ratelimit import LLM_ROUTE_PER_MINUTE, limited
 from app.payments import prices
 from app.payments.prices import paid
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from app.kit.schemas import Name, OptionalName, StrictStruct
+from app.core.schemas import Name, OptionalName, StrictStruct
 
 
 class ConsolidateIn(StrictStruct):

@@ -8,11 +8,11 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.params import Conn, WalletRequest
 from app.context.schemas import ContextAnswer, ContextIn
 from app.context.service import ContextService, neutralise
 from app.grants.controller import acts_for_owner, reached
 from app.grants.service import GrantService
+from app.http.params import Conn, WalletRequest
 from app.memory.schemas import recalled_to_wire
 from app.payments import prices
 from app.payments.prices import paid

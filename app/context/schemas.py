@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-from app.kit.schemas import Name, OptionalName, StrictStruct
+from app.core.schemas import Name, OptionalName, StrictStruct
 from app.memory.provenance import Source
 from app.memory.schemas import MAX_RECALL_QUERY_CHARS, RecalledMemory
 

@@ -11,8 +11,8 @@ import asyncpg
 import msgspec
 from pgvector.asyncpg import register_vector
 
-from app.db import repository
-from app.shared import metrics
+from app.db import settings_repository
+from app.infra import metrics
 
 # Why each setting:
 # - hnsw.iterative_scan: with wallet/namespace/tag filters applied after the index scan, pgvector
@@ -26,7 +26,7 @@ from app.shared import metrics
 #   candidates 1.2 ms planning for 1.0 ms executing, a list page 0.14 for 0.11; in all, planning
 #   was over half of PostgreSQL's time), so each statement is planned once per connection, for
 #   any wallet. Where a plan must fit the wallet's size (recall's index scans over a big
-#   wallet), the transaction asks for custom plans (app/db/repository.py
+#   wallet), the transaction asks for custom plans (app/db/settings_repository.py
 #   `plan_for_the_parameters`).
 SESSION_SETTINGS = {
     "hnsw.iterative_scan": "relaxed_order",
@@ -115,7 +115,9 @@ async def session_settings(dsn: str) -> dict[str, str]:
     conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
     try:
         return (
-            CITUS_SESSION_SETTINGS if await repository.citus_installed(conn) else SESSION_SETTINGS
+            CITUS_SESSION_SETTINGS
+            if await settings_repository.citus_installed(conn)
+            else SESSION_SETTINGS
         )
     finally:
         await conn.close()
@@ -155,7 +157,7 @@ def _dump_json(value: Any) -> str:
 
 class MeteredPool:
     """The pool as the app uses it, counting connections in use and requests waiting for one
-    (app/shared/metrics.py). `acquire()` is awaited or used with `async with`, like asyncpg's;
+    (app/infra/metrics.py). `acquire()` is awaited or used with `async with`, like asyncpg's;
     everything else is the pool's own."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:

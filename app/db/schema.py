@@ -6,8 +6,8 @@ import asyncpg
 from alembic.config import Config
 
 from alembic import command
-from app.db import repository
-from app.shipped import shipped
+from app.db import settings_repository
+from app.infra.project_files import shipped
 
 MIN_PGVECTOR = (0, 8)
 
@@ -36,7 +36,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 async def check_pgvector(conn: asyncpg.Connection) -> None:
-    available = await repository.pgvector_available_version(conn)
+    available = await settings_repository.pgvector_available_version(conn)
     if available is None:
         raise SchemaError(
             "This PostgreSQL has no pgvector extension. Install pgvector >= 0.8 on it, or unset"
@@ -50,7 +50,7 @@ async def check_pgvector(conn: asyncpg.Connection) -> None:
 
 
 async def check_embedding_dims(conn: asyncpg.Connection, embedder_dims: int, model: str) -> None:
-    stored = await repository.embedding_dims(conn)
+    stored = await settings_repository.embedding_dims(conn)
     if stored is None:
         raise SchemaError("The database has no Engram schema: run `engram migrate` first.")
     if stored != embedder_dims:
@@ -66,11 +66,11 @@ async def check_embedding_model(conn: asyncpg.Connection, model: str) -> None:
     """The configured embedder is the one the stored vectors come from: vectors of two models
     are not comparable, so a switch re-embeds (`engram reembed`), never silently. A database
     with no vector of another model simply records the configured one."""
-    recorded = await repository.recorded_embedding_model(conn)
-    if recorded != model and await repository.embedded_otherwise(conn, model):
+    recorded = await settings_repository.recorded_embedding_model(conn)
+    if recorded != model and await settings_repository.embedded_otherwise(conn, model):
         raise SchemaError(
             f"The database's memories were embedded with {recorded}, but the configured"
             f" embedder is {model}: their vectors are not comparable. Run `engram reembed` to"
             f" re-embed every memory with {model}, or configure {recorded} again."
         )
-    await repository.record_embedding_model(conn, model)  # older databases: recorded now
+    await settings_repository.record_embedding_model(conn, model)  # older databases: recorded now

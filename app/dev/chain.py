@@ -62,7 +62,7 @@ from x402.mechanisms.evm.constants import (
     X402_UPTO_PERMIT2_PROXY_ADDRESS,
 )
 
-from app.shipped import from_checkout, shipped
+from app.infra.project_files import from_checkout, shipped
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.agents import service as agents
 from app.agents.schemas import OWNER_HEADER as AGENT_OWNER_HEADER
-from app.api.openapi import error_responses
-from app.api.params import Conn, WalletRequest
-from app.api.state import state_of
+from app.core.errors import Forbidden
 from app.grants.schemas import (
     OWNER_HEADER,
     Access,
@@ -29,7 +27,9 @@ from app.grants.schemas import (
 )
 from app.grants.service import GrantService
 from app.history import service as history
-from app.kit.errors import Forbidden
+from app.http.openapi import error_responses
+from app.http.params import Conn, WalletRequest
+from app.http.state import state_of
 from app.memory import provenance
 from app.memory.actor import OWNER, Actor
 from app.memory.schemas import DEFAULT_NAMESPACE

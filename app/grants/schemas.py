@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from app.auth.signature import ADDRESS_RE
-from app.kit.schemas import Name, StrictStruct, absent_if_none, iso
+from app.core.schemas import Name, StrictStruct, absent_if_none, iso
 
 Access = Literal["read", "write"]
 Address = Annotated[str, Meta(pattern=ADDRESS_RE.pattern)]

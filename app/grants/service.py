@@ -14,9 +14,9 @@ from uuid import UUID
 import asyncpg
 
 from app.auth.signature import ADDRESS_RE
+from app.core.errors import Forbidden, InvalidInput, NotFound, id_or_not_found
 from app.grants import repository as repo
 from app.grants.schemas import OWNER_HEADER, Access, GrantIn
-from app.kit.errors import Forbidden, InvalidInput, NotFound, id_or_not_found
 from app.memory.schemas import parse_future_time
 
 # what each access lets a grantee do

@@ -11,13 +11,13 @@ from litestar import Controller, get, post, put
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.openapi import NO_SUCH_MEMORY, error_responses
-from app.api.params import Conn, WalletRequest
+from app.core.errors import InvalidInput
+from app.core.schemas import MAX_NAME_CHARS, nfc_names
 from app.guard import service as guard
 from app.guard.schemas import GuardAnswer, GuardIn
 from app.guard.service import GuardMode
-from app.kit.errors import InvalidInput
-from app.kit.schemas import MAX_NAME_CHARS, nfc_names
+from app.http.openapi import NO_SUCH_MEMORY, error_responses
+from app.http.params import Conn, WalletRequest
 from app.memory.schemas import Memory, memory_to_wire
 from app.memory.service import parse_memory_id
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from msgspec import Struct
 
+from app.core.schemas import StrictStruct
 from app.guard.service import GuardMode
-from app.kit.schemas import StrictStruct
 
 
 class GuardIn(StrictStruct):

@@ -20,10 +20,10 @@ from uuid import UUID
 
 import asyncpg
 
+from app.core.errors import MemoryNotFound, MemoryRefused
 from app.guard import repository as repo
 from app.guard.classifier import classify
 from app.history import service as history
-from app.kit.errors import MemoryNotFound, MemoryRefused
 from app.memory.provenance import WRITING
 from app.memory.repository import NewMemory
 

@@ -8,11 +8,11 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.openapi import NO_SUCH_MEMORY, error_responses
-from app.api.params import Conn, WalletRequest
+from app.core.schemas import absent_if_none, iso
 from app.history import service as history
 from app.history.schemas import HistoryEntry, MemoryHistory, Restored
-from app.kit.schemas import absent_if_none, iso
+from app.http.openapi import NO_SUCH_MEMORY, error_responses
+from app.http.params import Conn, WalletRequest
 from app.memory.schemas import memory_to_wire
 from app.memory.service import MemoryService, parse_memory_id
 

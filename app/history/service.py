@@ -23,10 +23,10 @@ from uuid import UUID
 
 import asyncpg
 
+from app.core.errors import MemoryNotFound
+from app.core.schemas import iso
 from app.history import repository as repo
 from app.history.schemas import Action as Action  # callers write history.Action
-from app.kit.errors import MemoryNotFound
-from app.kit.schemas import iso
 
 
 def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:

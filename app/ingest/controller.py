@@ -10,8 +10,8 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from msgspec import UNSET
 
-from app.api.params import Conn, WalletRequest
-from app.api.ratelimit import LLM_ROUTE_PER_MINUTE, limited
+from app.http.params import Conn, WalletRequest
+from app.http.ratelimit import LLM_ROUTE_PER_MINUTE, limited
 from app.ingest.schemas import (
     ConversationIn,
     ExtractAnswer,

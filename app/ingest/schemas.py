@@ -7,7 +7,7 @@ from typing import Annotated
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from app.kit.schemas import Name, OptionalName, StrictStruct
+from app.core.schemas import Name, OptionalName, StrictStruct
 from app.memory.schemas import Content
 
 MAX_MESSAGES = 100

@@ -17,9 +17,9 @@ from uuid import UUID
 import asyncpg
 
 from app.ai.facts import Fact, FactModel, Message, salient_tags
+from app.core.errors import InvalidInput
+from app.core.schemas import iso, parse_time
 from app.ingest.schemas import MAX_SECTION_CHARS, ConversationIn, FileIn
-from app.kit.errors import InvalidInput
-from app.kit.schemas import iso, parse_time
 from app.memory import repository as memory_repo
 from app.memory.dates import explicit_dates
 from app.memory.provenance import source_of_role

@@ -43,9 +43,9 @@ from litestar.types import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.context import RequestContext
 
-from app.api.body import check_json_body
-from app.api.ratelimit import unlimited
-from app.kit.errors import InvalidInput
+from app.core.errors import InvalidInput
+from app.http.body import check_json_body
+from app.http.ratelimit import unlimited
 from app.mcp.rest import InProcessRest, Rest
 from app.mcp.server import build_server
 

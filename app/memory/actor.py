@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from app.kit.errors import Forbidden
+from app.core.errors import Forbidden
 from app.memory.schemas import StoreIn, UpdateIn
 
 # The fields only the owner sets, on PATCH and on store: `expires_at` ends a memory (a delete

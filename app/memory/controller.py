@@ -21,20 +21,20 @@ from litestar.params import (
 )
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.openapi import (
+from app.core.errors import Forbidden, MemoryNotFound
+from app.core.schemas import absent_if_none, iso
+from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
+from app.grants.schemas import Access
+from app.grants.service import GrantService
+from app.http.openapi import (
     IMMUTABLE_MEMORY,
     NO_SUCH_MEMORY,
     OWNER_ONLY_FIELD,
     VERSION_CONFLICT,
     error_responses,
 )
-from app.api.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
-from app.api.transaction import one_statement, relax_commit, request_transaction
-from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
-from app.grants.schemas import Access
-from app.grants.service import GrantService
-from app.kit.errors import Forbidden, MemoryNotFound
-from app.kit.schemas import absent_if_none, iso
+from app.http.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
+from app.http.transaction import one_statement, relax_commit, request_transaction
 from app.memory.actor import OWNER, Actor
 from app.memory.provenance import WRITING
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
@@ -203,7 +203,7 @@ class MemoryController(Controller):
         recalled, tokens, reranked, held_back = await memory_service.recall(
             conn, wallet, data, actor
         )
-        relax_commit(request)  # its writes are access counts (app/api/transaction.py)
+        relax_commit(request)  # its writes are access counts (app/http/transaction.py)
         items = [recalled_to_wire(r) for r in recalled]
         if data.include_relations:
             # GET /v1/memories/{id}/relations's list shape, for every result in one query; a

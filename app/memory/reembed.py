@@ -11,7 +11,7 @@ from collections.abc import Callable
 import asyncpg
 
 from app.ai.embedders import Embedder
-from app.db import repository as db
+from app.db import settings_repository as db
 from app.memory import repository as repo
 from app.memory.service import store_passages
 

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from app.kit.errors import InvalidInput
-from app.kit.schemas import (
+from app.core.errors import InvalidInput
+from app.core.schemas import (
     MAX_PAGE,
     Metadata,
     Name,
@@ -282,7 +282,7 @@ class MemoryFlag(Struct):
 # its tools' output schemas, so a strict MCP client rejects a null, while the SDK's models default
 # each of them to None, and break on a null metadata/pinned/accessed_at (docs/api-contract.md,
 # "What MemoClaw's clients send"). A field without a value is left out instead
-# (`X | UnsetType = UNSET`, app/kit/schemas.py `absent_if_none`).
+# (`X | UnsetType = UNSET`, app/core/schemas.py `absent_if_none`).
 
 
 class Memory(Struct, kw_only=True):

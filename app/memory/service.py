@@ -22,10 +22,7 @@ from app.ai.embedders import Embedder, tails_of
 from app.ai.facts import FactModel, FactModelError
 from app.ai.heuristics import HeuristicFactModel
 from app.ai.rerank import Reranker, RerankUnavailable
-from app.db import repository as db
-from app.guard import service as guard
-from app.history import service as history
-from app.kit.errors import (
+from app.core.errors import (
     InvalidInput,
     KeyTaken,
     MemoryImmutable,
@@ -33,7 +30,11 @@ from app.kit.errors import (
     MemoryNotFound,
     VersionConflict,
 )
-from app.kit.schemas import nfc_names, parse_time
+from app.core.schemas import nfc_names, parse_time
+from app.db import settings_repository as db
+from app.guard import service as guard
+from app.history import service as history
+from app.infra.metrics import phase
 from app.memory import repository as repo
 from app.memory.actor import OWNER, Actor, check_owner_only
 from app.memory.dates import EventTime, asks_when, event_time, query_window
@@ -70,7 +71,6 @@ from app.memory.scoring import (
 )
 from app.memory.sizes import RecentSizes
 from app.memory.speakers import named_in, speaker_of
-from app.shared.metrics import phase
 
 log = logging.getLogger("engram")
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from app.kit.memo import RecentValues
+from app.core.recent import RecentValues
 from app.memory import repository as repo
 from app.memory.repository import MemoryFilter
 

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 
-from app.api.state import RequestState, state_of
+from app.http.state import RequestState, state_of
 from app.payments.prices import price_of
 from app.payments.service import CapturedResponse
 

@@ -61,12 +61,12 @@ from x402.mechanisms.evm.utils import get_evm_chain_id
 from x402.schemas import PaymentRequirements, SettleResponse
 
 from app.config import X402Settings
-from app.kit.errors import Conflict, ReplayedResponse
+from app.core.errors import Conflict, ReplayedResponse
+from app.infra import metrics
 from app.payments import repository
 from app.payments.facilitators import ResyncingWeb3Signer
 from app.payments.offers import Offer
 from app.payments.proofs import ChannelProof, PaymentRejected
-from app.shared import metrics
 
 # Engram's own refusal for a channel whose payer finished withdrawing (no x402 code names it).
 ERR_CHANNEL_WITHDRAWN = "invalid_batch_settlement_evm_channel_withdrawn"

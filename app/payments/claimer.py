@@ -51,9 +51,9 @@ from x402.mechanisms.evm.batch_settlement.types import ChannelConfig, VoucherCla
 from x402.mechanisms.evm.constants import ERR_SETTLEMENT_PENDING
 from x402.schemas import PaymentPayload, PaymentRequirements, SettleResponse
 
+from app.infra import metrics
 from app.payments import repository
 from app.payments.channels import Channels
-from app.shared import metrics
 
 log = logging.getLogger("engram.payments.claimer")
 

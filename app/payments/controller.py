@@ -7,8 +7,8 @@ from __future__ import annotations
 from asyncpg import Record
 from litestar import Controller, get
 
-from app.api.params import Conn, Limit100, Offset, WalletRequest
-from app.kit.schemas import iso
+from app.core.schemas import iso
+from app.http.params import Conn, Limit100, Offset, WalletRequest
 from app.payments import repository
 from app.payments.schemas import (
     ChannelClaim,

@@ -6,7 +6,7 @@ an example), what comes back (the success answer's schema, with an example), the
 tags and a description. There is no registration step.
 
 Everything here is read from the OpenAPI document Litestar already makes from the handlers' own
-types (`/docs/openapi.json`): a paid operation is one that declares a 402 (app/api/openapi.py
+types (`/docs/openapi.json`): a paid operation is one that declares a 402 (app/http/openapi.py
 derives it from the handler's price), its input is its request body (or query parameters), its
 output its success answer, its description the handler's docstring or summary. Nothing is
 written twice, so a new paid route is declared as soon as it exists. The declarations are built

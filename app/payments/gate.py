@@ -27,9 +27,9 @@ import anyio
 import asyncpg
 from litestar import Litestar, Request
 
-from app.api.headers import request_id_of
-from app.api.state import state_of
 from app.auth.free_tier import FreeTier
+from app.http.headers import request_id_of
+from app.http.state import state_of
 from app.payments.channels import ChannelCharge
 from app.payments.discovery import Discovery, declarations
 from app.payments.offers import Offer

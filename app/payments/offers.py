@@ -31,7 +31,7 @@ from x402.mechanisms.evm.constants import SCHEME_UPTO
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo, SupportedKind
 from x402.schemas.v1 import PaymentRequirementsV1
 
-from app.kit.errors import error_body
+from app.core.errors import error_body
 from app.payments.discovery import Discovery
 from app.payments.network import Network
 

@@ -1,7 +1,7 @@
 """What each paid call costs: the handler declares its kind of price (`opt={"price": kind}`), and
 the price list maps kinds to USD amounts (contract defaults, each overridable by configuration).
 
-The kinds and their default prices are the contract's (app/kit/contract.py, from
+The kinds and their default prices are the contract's (app/core/contract.py, from
 docs/api-contract.md, "Prices"); only endpoints that call an embedding model or an LLM are paid.
 Middleware and the payment gate read the kind from the route handler, so there is no path→price
 table to drift.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.kit.contract import (
+from app.core.contract import (
     BATCH_UPDATE,
     DEFAULT_PRICES_USD,
     DEFAULT_UNIT_PRICES_USD,

@@ -34,7 +34,7 @@ from x402.mechanisms.evm.types import ExactEIP3009Authorization
 from x402.mechanisms.evm.verify import verify_eoa_signature
 from x402.schemas import PaymentPayload
 
-from app.kit.json_input import UnreadableJson, decode_base64_json
+from app.core.json_input import UnreadableJson, decode_base64_json
 from app.payments.network import Network
 from app.payments.offers import CHANNEL_SCHEME, SCHEME, Offer
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from msgspec import UNSET, Struct, UnsetType
 
-from app.kit.errors import ErrorBody
+from app.core.errors import ErrorBody
 
 
 class Payment(Struct):

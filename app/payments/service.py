@@ -29,7 +29,9 @@ from x402.http.utils import encode_payment_response_header
 from x402.schemas import PaymentRequirements, SettleResponse
 
 from app.config import AUTO_SCHEMES, X402Settings, network_prefix
-from app.kit.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
+from app.core.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
+from app.infra import metrics
+from app.infra.instance_state import SharedStore, StoreUnavailable
 from app.payments import repository
 from app.payments.channels import ChannelCharge, Channels, build_channels
 from app.payments.discovery import Discovery
@@ -53,8 +55,6 @@ from app.payments.upto import (
     units_after,
     units_before,
 )
-from app.shared import metrics
-from app.shared.store import SharedStore, StoreUnavailable
 
 log = logging.getLogger("engram.payments")
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import Meta, Struct
 
-from app.kit.schemas import StrictStruct
+from app.core.schemas import StrictStruct
 
 MemoryId = Annotated[str, Meta(min_length=1, max_length=64)]
 

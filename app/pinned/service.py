@@ -13,7 +13,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app.kit.errors import InvalidInput
+from app.core.errors import InvalidInput
 from app.memory.repository import MemoryFilter
 from app.memory.schemas import UpdateIn
 from app.memory.service import MemoryService

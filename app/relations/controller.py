@@ -13,8 +13,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.openapi import NO_SUCH_MEMORY, error_responses
-from app.api.params import Conn, WalletRequest
+from app.http.openapi import NO_SUCH_MEMORY, error_responses
+from app.http.params import Conn, WalletRequest
 from app.relations.schemas import (
     DEFAULT_GRAPH_DEPTH,
     DEFAULT_GRAPH_LIMIT,

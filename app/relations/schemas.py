@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from msgspec import Meta, Struct
 
-from app.kit.schemas import Metadata, StrictStruct, iso
+from app.core.schemas import Metadata, StrictStruct, iso
 
 # The contract's relation types (docs/api-contract.md, "Relations, graph and history"; the SDK's
 # RelationType).

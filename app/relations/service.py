@@ -14,7 +14,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app.kit.errors import (
+from app.core.errors import (
     InvalidInput,
     MemoryNotFound,
     RelationExists,

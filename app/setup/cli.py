@@ -450,7 +450,7 @@ class Setup:
         return mcp_http_entry(url, token)
 
     def integration(self, name: str, path: Path, what: str) -> Path | None:
-        from app.shipped import shipped
+        from app.infra.project_files import shipped
 
         try:
             return shipped("integrations") / name

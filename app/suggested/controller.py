@@ -8,8 +8,8 @@ from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery, QueryParameter
 
-from app.api.params import Conn, WalletRequest
-from app.kit.schemas import nfc_names
+from app.core.schemas import nfc_names
+from app.http.params import Conn, WalletRequest
 from app.suggested.repository import SuggestionFilter
 from app.suggested.schemas import Category, CategoryCounts, SuggestedAnswer, suggested_to_wire
 from app.suggested.service import DEFAULT_LIMIT, MAX_LIMIT, SuggestedService

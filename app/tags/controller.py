@@ -6,8 +6,8 @@ from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery
 
-from app.api.params import Conn, WalletRequest
-from app.kit.schemas import nfc_names
+from app.core.schemas import nfc_names
+from app.http.params import Conn, WalletRequest
 from app.tags.schemas import TagCount, TagList
 from app.tags.service import TagService
 

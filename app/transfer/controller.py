@@ -12,10 +12,10 @@ from litestar.params import FromQuery, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.openapi import IMMUTABLE_MEMORY, VERSION_CONFLICT, error_responses
-from app.api.params import Conn, MaybeWalletRequest, WalletRequest
-from app.api.ratelimit import limited
-from app.api.transaction import request_transaction
+from app.http.openapi import IMMUTABLE_MEMORY, VERSION_CONFLICT, error_responses
+from app.http.params import Conn, MaybeWalletRequest, WalletRequest
+from app.http.ratelimit import limited
+from app.http.transaction import request_transaction
 from app.memory.schemas import MemoryType
 from app.memory.service import list_filter
 from app.transfer.schemas import (

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from app.kit.schemas import StrictStruct
+from app.core.schemas import StrictStruct
 from app.memory.provenance import Source, Surface, Writer
 from app.memory.schemas import Memory, StoreIn, memory_to_wire
 

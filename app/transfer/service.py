@@ -40,9 +40,9 @@ import msgspec
 import numpy as np
 
 from app.ai.embedders import EmbedResult
+from app.core.errors import InvalidInput, RateLimitExceeded
+from app.core.schemas import parse_time
 from app.history import service as history
-from app.kit.errors import InvalidInput, RateLimitExceeded
-from app.kit.schemas import parse_time
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter
 from app.memory.service import (
     MemoryService,

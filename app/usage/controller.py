@@ -9,7 +9,7 @@ from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromQuery, QueryParameter
 
-from app.api.params import Conn, WalletRequest
+from app.http.params import Conn, WalletRequest
 from app.usage.schemas import Usage
 from app.usage.service import UsageService, report_days
 

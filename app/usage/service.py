@@ -11,7 +11,7 @@ from decimal import Decimal
 import asyncpg
 
 from app.auth.free_tier import FreeTier
-from app.kit.errors import InvalidInput
+from app.core.errors import InvalidInput
 from app.usage import repository
 from app.usage.schemas import Usage, UsageDay, UsageTotals
 

@@ -19,7 +19,7 @@ from eth_account.signers.local import LocalAccount
 from app.agents.service import issued_now, server_origin
 from app.auth.siwx import origin_of
 from app.config import ServerSettings
-from app.kit.errors import PublicUrlUnset
+from app.core.errors import PublicUrlUnset
 from tests.support.api import auth
 from tests.support.server import serving
 from tests.support.team import as_agent, forbidden, signed_delegation

@@ -10,7 +10,7 @@ import asyncpg
 
 from app.auth.repository import issue_nonce
 from app.auth.siwx import NONCES_PER_SWEEP, SiwxVerifier
-from app.shared.periodic import every
+from app.infra.periodic import every
 
 
 async def _expired(conn: asyncpg.Connection, n: int) -> list[str]:

@@ -31,7 +31,7 @@ from app.auth.session import (
 )
 from app.auth.signature import WalletVerifier
 from app.config import Settings
-from app.kit.errors import Unauthorized
+from app.core.errors import Unauthorized
 from tests.support.api import auth
 from tests.support.db import count_memories
 

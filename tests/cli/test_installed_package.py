@@ -1,7 +1,7 @@
 """A plain `pip install '.[dev]'` (a wheel, not editable, with the dev extra) into a fresh
 virtualenv runs `engram serve --dev-chain` from a fresh database, and x402's reference client pays
 it: the migrations and the dev chain's npm manifest ship inside the package (setup.py,
-app/shipped.py), and so do the console's pages and built scripts.
+app/infra/project_files.py), and so do the console's pages and built scripts.
 
 Kept cheap: the fresh venv borrows the test venv's dependencies through a .pth line, so pip finds
 every requirement (the dev extra's too) already satisfied and builds and installs Engram alone;
@@ -53,7 +53,7 @@ def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
     assert done.returncode == 0, done.stdout + done.stderr
     # the code that runs is the installed wheel's, not the checkout's
     where = subprocess.run(
-        [str(python), "-c", "import app, app.shipped as s; print(app.__file__, s.from_checkout())"],
+        [str(python), "-c", "import app, app.infra.project_files as s; print(app.__file__, s.from_checkout())"],
         check=True, capture_output=True, text=True, cwd=tmp_path,
     ).stdout.split()  # fmt: skip
     assert where[0].startswith(site) and where[1] == "False", where

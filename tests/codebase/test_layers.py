@@ -17,10 +17,10 @@ APP = Path(__file__).resolve().parents[2] / "app"
 
 # Modules that speak HTTP (or MCP): the API layer. Every feature keeps its HTTP in these roles.
 HTTP_ROLES = {"controller", "middleware", "gate", "capture"}
-HTTP_PACKAGES = {"app.api", "app.mcp"}
+HTTP_PACKAGES = {"app.http", "app.mcp"}
 TOP = {"app.asgi", "app.cli", "app.__main__"}
 # Below the features: shared infrastructure that knows no feature and no HTTP.
-INFRASTRUCTURE = {"app.db", "app.ai", "app.shared"}
+INFRASTRUCTURE = {"app.db", "app.ai", "app.infra"}
 FRAMEWORKS = {"litestar", "starlette", "uvicorn"}
 SQL_CALLS = {"execute", "executemany", "fetch", "fetchrow", "fetchval", "copy_records_to_table"}
 
@@ -69,11 +69,11 @@ def layer_of(name: str) -> str:
         return "top"
     if any(within(name, p) for p in HTTP_PACKAGES) or name.rsplit(".", 1)[-1] in HTTP_ROLES:
         return "http"
-    if within(name, "app.kit"):
+    if within(name, "app.core"):
         return "kit"
     if name == "app.config":
         return "config"
-    if any(within(name, p) for p in INFRASTRUCTURE) or name in {"app.shipped", "app"}:
+    if any(within(name, p) for p in INFRASTRUCTURE) or name in {"app.infra.project_files", "app"}:
         return "infrastructure"
     return "feature"
 
@@ -94,8 +94,8 @@ def app_imports(name: str) -> set[str]:
 
 
 def test_the_graph_is_read() -> None:
-    assert {"app.memory.service", "app.api.transaction", "app.kit.errors"} <= MODULES.keys()
-    assert "app.kit.errors" in app_imports("app.memory.service")
+    assert {"app.memory.service", "app.http.transaction", "app.core.errors"} <= MODULES.keys()
+    assert "app.core.errors" in app_imports("app.memory.service")
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -117,23 +117,23 @@ def test_no_framework_below_the_api(name: str) -> None:
 
 def test_settings_load_nothing_of_the_app() -> None:
     """app/config.py imports only the contract's defaults, a leaf module of the kit."""
-    assert app_imports("app.config") <= {"app.kit.contract"}
-    if "app.kit.contract" in MODULES:
-        assert not app_imports("app.kit.contract")
+    assert app_imports("app.config") <= {"app.core.contract"}
+    if "app.core.contract" in MODULES:
+        assert not app_imports("app.core.contract")
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if layer_of(n) == "feature"))
 def test_repositories_call_no_service(name: str) -> None:
     """Within the features, calls go service → repository, never back (controllers are HTTP and
     checked above)."""
-    if name.rsplit(".", 1)[-1] == "repository":
+    if is_repository(name):
         services = {i for i in app_imports(name) if i.rsplit(".", 1)[-1] == "service"}
         assert not services, f"{name} imports services {services}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_sql_only_in_repositories(name: str) -> None:
-    if name.rsplit(".", 1)[-1] == "repository":
+    if is_repository(name):
         return
     calls = {
         node.func.attr
@@ -144,6 +144,11 @@ def test_sql_only_in_repositories(name: str) -> None:
         and _first_arg_is_sql(node)
     }
     assert not calls, f"{name} runs SQL itself ({calls}); SQL goes in a repository"
+
+
+def is_repository(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return last == "repository" or last.endswith("_repository")
 
 
 def _first_arg_is_sql(call: ast.Call) -> bool:

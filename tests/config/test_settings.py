@@ -46,7 +46,7 @@ def test_loading_settings_loads_no_framework() -> None:
     ).stdout.split()
     assert "litestar" not in loaded
     assert {m for m in loaded if m == "app" or m.startswith("app.")} == {
-        "app", "app.config", "app.kit", "app.kit.contract",
+        "app", "app.config", "app.core", "app.core.contract",
     }  # fmt: skip
 
 

@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from app.db.distribution import BY_OTHER, BY_WALLET, REFERENCE
-from app.shipped import shipped
+from app.infra.project_files import shipped
 from tests.support.sql_check import VOLATILITY_SQL, problems_of
 
 WALLET = "0x" + "ab" * 20

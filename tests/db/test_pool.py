@@ -75,7 +75,7 @@ async def test_statements_plan_once_unless_the_transaction_asks_for_custom_plans
 ) -> None:
     """The pool reuses a generic plan per prepared statement; `plan_for_the_parameters` makes the
     rest of one transaction plan for its parameters, and the next transaction is generic again."""
-    from app.db.repository import plan_for_the_parameters
+    from app.db.settings_repository import plan_for_the_parameters
 
     plan = "EXPLAIN (GENERIC_PLAN) SELECT 1"  # only to prove the server knows the option
     pool = await create_pool(database_url, min_size=1, max_size=1)

@@ -16,8 +16,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
 
+from app.core.errors import PaymentRequired
 from app.history import repository as history_repo
-from app.kit.errors import PaymentRequired
 from tests.support.api import auth, store_memory
 from tests.support.facts import ALLERGY, ALLERGY_AGAIN, FACTS
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.kit.errors import InvalidInput
+from app.core.errors import InvalidInput
 from app.memory.schemas import parse_metadata_filter, parse_moment
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -421,7 +421,7 @@ async def test_count_up_to_stops_at_the_cap(six_memories) -> None:
 async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
     client: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.api.transaction import commit_may_be_relaxed
+    from app.http.transaction import commit_may_be_relaxed
 
     assert commit_may_be_relaxed(True, "free_call")
     assert commit_may_be_relaxed(True, "none")

@@ -35,8 +35,8 @@ from x402.schemas import PaymentPayload, PaymentRequired
 import app.payments.gate as gate_module
 from app.asgi import create_app
 from app.config import Settings
+from app.core.json_input import decode_base64_json
 from app.dev.chain import DevChain
-from app.kit.json_input import decode_base64_json
 from app.payments.discovery import UndeclarableRoute, declarations
 from app.payments.prices import price_of
 from app.payments.proofs import MAX_HEADER_CHARS, MAX_HEADER_DEPTH

@@ -1,5 +1,5 @@
 """A paid call's plain values never print the request's credentials: the transaction logs a
-charge it could not record (app/api/transaction.py), and a log is no place for a bearer token."""
+charge it could not record (app/http/transaction.py), and a log is no place for a bearer token."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Schemathesis over Engram's own OpenAPI document (/docs/openapi.json), against a real
-`engram serve`, with valid wallet auth injected: shared by tests/api/test_schemathesis.py (a short
+`engram serve`, with valid wallet auth injected: shared by tests/http/test_schemathesis.py (a short
 bounded run) and bench/schemathesis_run.py (a long one).
 
 Auth: a hooks module (`tests.support.schemathesis_hooks`) signs a fresh x-wallet-auth header for

@@ -31,15 +31,15 @@ from tests.support.sql_check import VOLATILITY_SQL, problems_of
 
 # Repository functions whose statements are not one wallet's, each with why.
 EXCEPTIONS: dict[str, str] = {
-    "app.db.repository.pgvector_available_version": "start-up check of the extension",
-    "app.db.repository.embedding_dims": "start-up check of the schema",
-    "app.db.repository.recorded_embedding_model": "a setting (reference table)",
-    "app.db.repository.record_embedding_model": "a setting (reference table)",
-    "app.db.repository.embedded_otherwise": "start-up check over all memories, once per start",
-    "app.db.repository.ping": "health check",
-    "app.db.repository.citus_installed": "start-up: which session settings the pool takes",
-    "app.db.repository.commit_without_waiting_for_flush": "SET LOCAL, no table",
-    "app.db.repository.plan_for_the_parameters": "SET LOCAL, no table",
+    "app.db.settings_repository.pgvector_available_version": "start-up check of the extension",
+    "app.db.settings_repository.embedding_dims": "start-up check of the schema",
+    "app.db.settings_repository.recorded_embedding_model": "a setting (reference table)",
+    "app.db.settings_repository.record_embedding_model": "a setting (reference table)",
+    "app.db.settings_repository.embedded_otherwise": "start-up check over all memories, once per start",
+    "app.db.settings_repository.ping": "health check",
+    "app.db.settings_repository.citus_installed": "start-up: which session settings the pool takes",
+    "app.db.settings_repository.commit_without_waiting_for_flush": "SET LOCAL, no table",
+    "app.db.settings_repository.plan_for_the_parameters": "SET LOCAL, no table",
     "app.memory.repository.wallets_embedded_otherwise": (
         "`engram reembed`, after a model switch: which wallets it has left to do"
     ),

@@ -24,8 +24,8 @@ from litestar.testing import AsyncTestClient
 from memoclaw.types import ExportResponse, Memory
 
 from app.config import LOCAL_EMBED_DIMS
+from app.core.errors import RateLimitExceeded
 from app.db.pool import create_pool
-from app.kit.errors import RateLimitExceeded
 from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
 from app.memory.service import content_digest
