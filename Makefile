@@ -31,7 +31,7 @@ check: lint test
 console:
 	cd app/console/web && npm ci --no-audit --no-fund && npm run build
 
-# The README's console pictures, taken by the browser tests.
+# The console pictures of the docs (docs/pages/guides/console.md), taken by the browser tests.
 .PHONY: screenshots
 screenshots: $(PY)
-	ENGRAM_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(PY) -m pytest -o addopts="" -n 0 tests/console/test_browser.py -k search_edit
+	ENGRAM_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/pages/img $(PY) -m pytest -o addopts="" -n 0 tests/console/test_browser.py -k search_edit

@@ -8,7 +8,7 @@ window alone (what a store cost before) and of all windows, CPU time (the machin
 median of --repeat runs, one text per call as a single store sends it; then a batch of 100
 short memories (LoCoMo-sized turns, and 400-character ones): the model time of the batch,
 and what looking for passages adds to it (a tokenisation of each text over 254 characters, no
-embedding). Texts are the README's own prose.
+embedding). Texts are the project's own prose: the README and the docs pages (docs/pages/).
 
 Run: .venv/bin/python bench/store_cost.py [--repeat 5]
 """
@@ -35,8 +35,10 @@ LENGTHS = (250, 1000, 1500, 2000, 4000, 8000)  # characters (a memory holds at m
 
 
 def prose() -> list[str]:
-    """The README's sentences, markup stripped: real English of varied length."""
-    text = re.sub(r"[`|#*\[\]()_>-]+", " ", (ROOT / "README.md").read_text())
+    """The README's and the docs pages' sentences, markup stripped: real English of varied
+    length (the README alone, before the docs site took most of its text)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs" / "pages").rglob("*.md"))]
+    text = re.sub(r"[`|#*\[\]()_>-]+", " ", "\n".join(p.read_text() for p in pages))
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 5]
 
 

@@ -1,4 +1,5 @@
-"""README's Layout section names every package and module at the top of app/, and nothing else."""
+"""The docs' Layout page (docs/pages/concepts/layout.md) names every package and module at the top
+of app/, and nothing else."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def layout_block() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    return section.split("```", 2)[1]
+    page = (ROOT / "docs" / "pages" / "concepts" / "layout.md").read_text()
+    return page.split("```", 2)[1]
 
 
 def test_the_readme_layout_matches_app() -> None:

@@ -1,5 +1,6 @@
 """Settings: each declared once (variable, default, parser), read as they always were, loaded
-without the framework, and README's configuration table true to the declarations."""
+without the framework, and the configuration table (docs/pages/reference/configuration.md) true
+to the declarations."""
 
 from __future__ import annotations
 
@@ -160,16 +161,16 @@ def test_keys_stay_out_of_repr() -> None:
 
 
 def readme_table() -> dict[str, str]:
-    """README's configuration table: variable -> its default column."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    """The docs' configuration table: variable -> its default column."""
+    page = (ROOT / "docs" / "pages" / "reference" / "configuration.md").read_text()
+    section = page.split("\n## Variables\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([A-Z0-9_]+)` \| ([^|]*) \|", section, flags=re.MULTILINE)
     assert len(rows) == len({name for name, _ in rows}), "a variable listed twice"
     return {name: default.strip() for name, default in rows}
 
 
 def shown(default: object) -> str | None:
-    """A default as README writes it; None when unset is the default (README says what that
+    """A default as the table writes it; None when unset is the default (the table says what that
     means, e.g. "embedded PostgreSQL")."""
     if default is None or default == ():
         return None
@@ -187,7 +188,7 @@ def test_readme_lists_every_variable_with_its_default() -> None:
     for name, var in variables.items():
         value = shown(var.default)
         if value is None:
-            assert table[name], f"README: say what {name} unset means"
+            assert table[name], f"configuration.md: say what {name} unset means"
         else:
             # a gloss may follow the value: "604800 (7 days)"
             assert table[name] == value or table[name].startswith(f"{value} ("), name

@@ -9,7 +9,8 @@ from typing import Any
 
 from app.config import ENV_KEY, EnvVar, Settings
 
-# Variables in README's table that settings do not read, and the module that reads each.
+# Variables in the configuration table (docs/pages/reference/configuration.md) that settings do
+# not read, and the module that reads each.
 READ_ELSEWHERE = {
     "ENGRAM_MODEL_CACHE": "app/ai/int8.py",
     "ENGRAM_PG_SHARED_BUFFERS": "app/db/embedded.py",
