@@ -10,9 +10,9 @@ products (quantizing every product left vectors at 0.76 cosine of the float ones
 
 It needs torch and transformers, which Engram does not install (a few GB from PyPI): run it
 with a Python that has them, e.g. `python -m venv /tmp/conv && /tmp/conv/bin/pip install torch
-transformers onnx onnxruntime`. What it measured (README, "Recall"): LoCoMo dev R@10 0.783
-against MiniLM's 0.776 through the API, at 1.65x the recall p50 and ~6x the CPU per text, so it
-stays an option, not the default.
+transformers onnx onnxruntime`. What it measured (docs/pages/benchmarks/recall.md): LoCoMo
+dev R@10 0.783 against MiniLM's 0.776 through the API, at 1.65x the recall p50 and ~6x the CPU
+per text, so it stays an option, not the default.
 
 Run: /tmp/conv/bin/python bench/build_mpnet.py OUT_DIR
 Then: ENGRAM_EMBED_ONNX_DIR=OUT_DIR engram serve   (a database made for 768 dimensions)

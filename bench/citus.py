@@ -2,7 +2,8 @@
 two workers on loopback, migrate, serve, run the real-server tests, count single- and
 multi-shard queries of one wallet's requests, and compare recall latency with one PostgreSQL.
 
-CI cannot reach Citus' source, so this runs in a session (docs/scale-out.md has its output):
+CI cannot reach Citus' source, so this runs in a session (docs/pages/operations/scale-out.md has
+its output):
 
     # the source: the search tool's fetch of citusdata/citus, then
     git --git-dir=<mirror> archive v14.0.1 | tar -x -C /tmp/citus-src

@@ -1,7 +1,7 @@
-"""The store-time classifier's figures (issue 39, README "Memory poisoning"): the share of the
-poisoning corpus it flags (tests/support/poisoning.py, every attack in every carrier), the share
-of LoCoMo's dev dialogue turns it flags (every turn: false positives, with the examples), and
-what it costs per memory (p50 / p95 over both sets, in process, one core).
+"""The store-time classifier's figures (issue 39, docs/pages/guides/memory-poisoning.md): the
+share of the poisoning corpus it flags (tests/support/poisoning.py, every attack in every
+carrier), the share of LoCoMo's dev dialogue turns it flags (every turn: false positives, with the
+examples), and what it costs per memory (p50 / p95 over both sets, in process, one core).
 
 Run: .venv/bin/python bench/poisoning.py [../shared/bench/locomo/locomo-dev.json]
 Writes bench/results/poisoning.json.

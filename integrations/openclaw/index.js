@@ -10,7 +10,7 @@
  *   memories are never stored again.
  * - memory_search / memory_store tools, pinned to the session's namespace.
  *
- * Memory poisoning (Engram's README, "Memory poisoning"): what this plugin injects is data, not
+ * Memory poisoning (Engram's docs, docs/pages/guides/memory-poisoning.md): what this plugin injects is data, not
  * orders. Recalled memories go into one <engram-context> block that says it is data from memory
  * and gives each memory's provenance (source, writer, date); everything in it is escaped, so no
  * memory can close the block. Memories Engram flagged as instruction-like (or holds for review)

@@ -24,7 +24,7 @@ Standard library only. Configuration, from the environment only:
                             (comma-separated names, a trailing * a prefix; default
                             WebFetch,WebSearch,mcp__*; empty: none)
 
-Memory poisoning (README, "Memory poisoning"): what the hooks inject is data, not orders. Recalled
+Memory poisoning (docs/pages/guides/memory-poisoning.md): what the hooks inject is data, not orders. Recalled
 memories go into one <engram-context> block that says it is data from memory and gives each
 memory's provenance (its source, who wrote it, when); every memory and field in it is escaped,
 so none can close the block or open another tag. Memories Engram flagged as instruction-like
