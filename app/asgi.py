@@ -32,7 +32,7 @@ from app.auth.signature import WalletVerifier
 from app.auth.siwx import NONCE_SWEEP_SECONDS, SiwxVerifier
 from app.config import Settings
 from app.console.controller import TEMPLATES, console_router
-from app.console.middleware import ConsoleMiddleware
+from app.console.middleware import ConsoleMiddleware, add_console_headers
 from app.console.service import SWEEP_SECONDS as CONSOLE_SWEEP_SECONDS
 from app.console.service import ConsoleSessions
 from app.consolidate.controller import ConsolidateController
@@ -69,6 +69,7 @@ from app.payments.facilitators import build_facilitator
 from app.payments.gate import Gate
 from app.payments.network import configured_networks
 from app.payments.reconcile import RECONCILE_EVERY_SECONDS, Reconciler, chain_readers
+from app.payments.schemas import PaymentRequiredBody
 from app.payments.service import (
     PostgresGuard,
     SharedStoreGuard,
@@ -308,7 +309,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             RateLimitMiddleware(shared, settings.limits.rate_limit_per_minute),
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        before_send=[add_response_headers],
+        before_send=[add_response_headers, add_console_headers],
         before_request=before_handler,
         after_request=capture_paid_response,
         lifespan=[lifespan, mcp.lifespan],  # the pool first: MCP tool calls use it
@@ -325,5 +326,5 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ),
     )
     app = Litestar.from_config(config)
-    document_errors(app)
+    document_errors(app, PaymentRequiredBody)
     return app

@@ -540,7 +540,7 @@ class X402Settings(SettingsGroup):
             return bool(self.pay_to and self.relayer_key and self.rpc_url)
         return "upto" in self.schemes.split(",")
 
-    # USD per kind of paid call (app/payments/prices.py), each ENGRAM_PRICE_<KIND>
+    # USD per kind of paid call (app/http/markers.py declares them), each ENGRAM_PRICE_<KIND>
     prices_usd: dict[str, Decimal] = env_family(  # noqa: RUF009
         "ENGRAM_PRICE_", DEFAULT_PRICES_USD, usd_amount
     )

@@ -8,7 +8,6 @@ its own identity (x-wallet-auth, a session token or SIGN-IN-WITH-X) and names th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -23,8 +22,6 @@ Address = Annotated[str, Meta(pattern=ADDRESS_RE.pattern)]
 NONCE_PATTERN = r"^[A-Za-z0-9_-]{8,128}$"
 Nonce = Annotated[str, Meta(pattern=NONCE_PATTERN)]
 Signature = Annotated[str, Meta(pattern=SIGNATURE_RE.pattern)]
-# The header an agent names the owner it acts for (README, "Team memory")
-OWNER_HEADER = "x-wallet-owner"
 MAX_NAMESPACES = 100
 
 
@@ -68,16 +65,6 @@ class NonceCancelled(Struct, kw_only=True):
     nonce: str
     cancelled: bool  # true: a delegation signed with this nonce never registers
     revoked: str | UnsetType = UNSET  # the id of the live delegation it ended, if registered
-
-
-@dataclass(frozen=True)
-class Delegation:
-    """A live delegation a request acts under: the agent calling and what it may do."""
-
-    agent: str
-    owner: str
-    scopes: frozenset[str]
-    namespaces: tuple[str, ...] | None  # None: every namespace
 
 
 def agent_key_to_wire(row: Any) -> AgentKey:

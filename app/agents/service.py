@@ -31,7 +31,7 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from app.agents import repository as repo
-from app.agents.schemas import NONCE_PATTERN, OWNER_HEADER, Delegation, DelegationIn
+from app.agents.schemas import NONCE_PATTERN, DelegationIn
 from app.auth.signature import ADDRESS_RE, is_high_s, personal_signer
 from app.auth.siwx import origin_of
 from app.config import ServerSettings
@@ -45,6 +45,7 @@ from app.core.errors import (
     PublicUrlUnset,
     id_or_not_found,
 )
+from app.core.request_values import WALLET_OWNER_HEADER, Delegation
 from app.core.schemas import iso, nfc_names, parse_time
 from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
 from app.memory.schemas import DEFAULT_NAMESPACE, parse_future_time
@@ -228,7 +229,9 @@ async def delegation_for(conn: asyncpg.Connection, agent: str, owner: str) -> De
     """The live delegation that lets `agent` act for `owner`; 403 when there is none (never
     given, revoked, expired, or given by another owner)."""
     if not ADDRESS_RE.match(owner):
-        raise InvalidInput(f"{OWNER_HEADER} must be a wallet address", {"header": OWNER_HEADER})
+        raise InvalidInput(
+            f"{WALLET_OWNER_HEADER} must be a wallet address", {"header": WALLET_OWNER_HEADER}
+        )
     owner = owner.lower()
     row = await repo.live_one(conn, owner, agent)
     if row is None:

@@ -11,7 +11,7 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.auth import repository
 from app.auth.free_tier import FreeTier
-from app.auth.middleware import EXCLUDE_OPT_KEY, WALLET_HEADER, origin_of_request
+from app.auth.middleware import WALLET_HEADER, origin_of_request
 from app.auth.schemas import (
     AfterFreeTier,
     FreeTierInfo,
@@ -28,6 +28,7 @@ from app.auth.signature import AUTH_MESSAGE_PREFIX, WalletAuthError, WalletVerif
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
 from app.core.errors import InvalidInput, Unauthorized
 from app.core.schemas import iso
+from app.http.markers import public
 from app.http.openapi import error_responses
 from app.http.params import Conn, MaybeWalletRequest, WalletRequest
 
@@ -36,7 +37,7 @@ class FreeTierController(Controller):
     path = "/v1/free-tier"
     tags = ["free tier"]
 
-    @get("/info", opt={EXCLUDE_OPT_KEY: True})
+    @get("/info", opt=public())
     async def info(
         self, free_tier: NamedDependency[FreeTier], request: MaybeWalletRequest
     ) -> FreeTierInfo:
@@ -78,7 +79,7 @@ class SessionController(Controller):
     # Public: the body (or the SIGN-IN-WITH-X header) carries the wallet's signature.
     @post(
         "/session",
-        opt={EXCLUDE_OPT_KEY: True},
+        opt=public(),
         status_code=HTTP_200_OK,
         responses=error_responses(
             unauthorized="Sign-in refused: a stale timestamp, a signature by another wallet, or"
@@ -127,7 +128,7 @@ class SessionController(Controller):
         version = await repository.revoke_tokens(conn, request.user)
         return SessionsRevoked(revoked=True, wallet=request.user, token_version=version)
 
-    @get("/nonce", opt={EXCLUDE_OPT_KEY: True})
+    @get("/nonce", opt=public())
     async def nonce(
         self, request: MaybeWalletRequest, conn: Conn, siwx: NamedDependency[SiwxVerifier]
     ) -> SiwxChallenge:

@@ -30,29 +30,28 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from app.agents.schemas import OWNER_HEADER
 from app.agents.service import delegation_for
 from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
 from app.core.errors import PartUnavailable, Unauthorized
+from app.core.request_values import WALLET_OWNER_HEADER
 from app.db.errors import CONNECT_FAILURES
+from app.http.markers import PUBLIC_OPT_KEY, price_of
 from app.http.state import state_of
 from app.memory import provenance
-from app.payments.prices import price_of
 
 WALLET_HEADER = "x-wallet-auth"
 SURFACE_HEADER = "x-engram-surface"
 BEARER_PREFIX = "bearer "
 # RFC 6750 §3: a refused bearer token says so in WWW-Authenticate.
 INVALID_TOKEN_CHALLENGE = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-EXCLUDE_OPT_KEY = "exclude_from_auth"
-IDENTITY_HEADERS = (WALLET_HEADER, "authorization", SIWX_HEADER, OWNER_HEADER)
+IDENTITY_HEADERS = (WALLET_HEADER, "authorization", SIWX_HEADER, WALLET_OWNER_HEADER)
 
 
 class WalletAuthMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
-    exclude_opt_key = EXCLUDE_OPT_KEY
+    exclude_opt_key = PUBLIC_OPT_KEY
 
     @staticmethod
     def should_bypass_for_scope(scope: Scope) -> bool:
@@ -100,15 +99,15 @@ class WalletAuthMiddleware(ASGIMiddleware):
                 "The identity headers name different wallets; send one",
                 headers=INVALID_TOKEN_CHALLENGE if token is not None else None,
             )
-        owner = headers.get(OWNER_HEADER)
+        owner = headers.get(WALLET_OWNER_HEADER)
         if wallets:
             if owner and owner.lower() != wallets[0]:
                 return await self._acting_for(scope, wallets[0], owner)
             return wallets[0]
         if owner:
             raise Unauthorized(
-                f"{OWNER_HEADER} names the wallet an agent key acts for: send the agent's own"
-                " identity too (x-wallet-auth, a session token or SIGN-IN-WITH-X)"
+                f"{WALLET_OWNER_HEADER} names the wallet an agent key acts for: send the agent's"
+                " own identity too (x-wallet-auth, a session token or SIGN-IN-WITH-X)"
             )
         if price_of(scope.get("route_handler")) is not None:
             return None  # the payment gate decides: 402 with requirements

@@ -39,7 +39,7 @@ from x402.extensions.sign_in_with_x import SIWxPayload
 
 from app.agents.schemas import DelegationIn
 from app.agents.service import AgentService, delegation_message, issued_now, server_origin
-from app.auth.middleware import EXCLUDE_OPT_KEY, origin_of_request
+from app.auth.middleware import origin_of_request
 from app.auth.signature import ADDRESS_RE, WalletAuthError
 from app.auth.siwx import MAX_DOMAIN_CHARS, SIWX_HEADER, SiwxVerifier
 from app.console.middleware import COOKIE_NAME, STATIC_PATH, foreign_origin
@@ -54,16 +54,17 @@ from app.console.schemas import (
     SignedIn,
     SignInIn,
 )
-from app.console.service import LINK_TTL_SECONDS, ConsoleSession, ConsoleSessions
+from app.console.service import LINK_TTL_SECONDS, ConsoleSessions
 from app.core.errors import ApiError, Forbidden, InvalidInput, Unauthorized
+from app.core.request_values import ConsoleSession
 from app.grants.schemas import GrantIn
 from app.grants.service import GrantService
 from app.guard import service as guard
 from app.history import service as history
 from app.http.body import takes_form
 from app.http.errors import handle_api_error
+from app.http.markers import public, unlimited
 from app.http.params import Conn
-from app.http.ratelimit import unlimited
 from app.http.state import state_of
 from app.http.transaction import request_transaction
 from app.memory.repository import LIST_SORTS, ListOrder
@@ -101,7 +102,7 @@ RECEIPTS = 50
 MEMORY_TYPES: tuple[str, ...] = MemoryType.__args__  # type: ignore[attr-defined]
 T = TypeVar("T")
 CSRF_HEADER = "x-csrf-token"  # the console's scripts send the page's token in it
-PUBLIC = {EXCLUDE_OPT_KEY: True}  # no wallet header: the console's cookie says who it is
+PUBLIC = public()  # no wallet header: the console's cookie says who it is
 
 Memories = NamedDependency[MemoryService]
 

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-from litestar.datastructures import Headers
+from litestar.datastructures import Headers, MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth.middleware import database, origin_of_request
 from app.console.service import ConsoleSessions
@@ -49,6 +49,17 @@ NO_STORE = {"Cache-Control": "no-store"}
 def console_headers(path: str) -> dict[str, str]:
     """The headers a /console response at `path` carries."""
     return SECURITY_HEADERS if path.startswith(STATIC_PATH) else {**SECURITY_HEADERS, **NO_STORE}
+
+
+async def add_console_headers(message: Message, scope: Scope) -> None:
+    """A `before_send` hook: a /console response gets the console's security headers, its
+    Content-Security-Policy and (but its static files) `Cache-Control: no-store`."""
+    path = str(scope.get("path", ""))
+    if message["type"] != "http.response.start" or not path.startswith(CONSOLE_PATH):
+        return
+    headers = MutableScopeHeaders.from_message(message)
+    for name, value in console_headers(path).items():
+        headers[name] = value
 
 
 def cookie_token(headers: Headers) -> str | None:

@@ -15,14 +15,13 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
 
 import asyncpg
 
 from app.console import repository
+from app.core.request_values import ConsoleSession
 
 LINK_TTL_SECONDS = 300
 SWEEP_SECONDS = 60.0
@@ -31,16 +30,6 @@ SWEPT_PER_STATEMENT = 1000
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class ConsoleSession:
-    wallet: str
-    csrf_token: str
-    expires_at: datetime
-
-    def csrf_matches(self, submitted: str | None) -> bool:
-        return bool(submitted) and hmac.compare_digest(self.csrf_token, str(submitted))
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.consolidate.schemas import ConsolidateAnswer, ConsolidatedCluster, ConsolidateIn
 from app.consolidate.service import ConsolidateService
+from app.core import contract
+from app.http.markers import limited, paid
 from app.http.params import Conn, WalletRequest
-from app.http.ratelimit import LLM_ROUTE_PER_MINUTE, limited
-from app.payments import prices
-from app.payments.prices import paid
+from app.http.ratelimit import LLM_ROUTE_PER_MINUTE
 
 
 class ConsolidateController(Controller):
@@ -20,7 +20,9 @@ class ConsolidateController(Controller):
     tags = ["consolidation"]
 
     @post(
-        "/", opt={**paid(prices.LLM_CALL), **limited(LLM_ROUTE_PER_MINUTE)}, status_code=HTTP_200_OK
+        "/",
+        opt={**paid(contract.LLM_CALL), **limited(LLM_ROUTE_PER_MINUTE)},
+        status_code=HTTP_200_OK,
     )
     async def consolidate(
         self,

@@ -10,19 +10,19 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.context.schemas import ContextAnswer, ContextIn
 from app.context.service import ContextService, neutralise
+from app.core import contract
 from app.grants.controller import acts_for_owner, reached
 from app.grants.service import GrantService
+from app.http.markers import paid
 from app.http.params import Conn, WalletRequest
 from app.memory.schemas import recalled_to_wire
-from app.payments import prices
-from app.payments.prices import paid
 
 
 class ContextController(Controller):
     path = "/v1/context"
     tags = ["context"]
 
-    @post("/", opt={**paid(prices.LLM_CALL), **acts_for_owner()}, status_code=HTTP_200_OK)
+    @post("/", opt={**paid(contract.LLM_CALL), **acts_for_owner()}, status_code=HTTP_200_OK)
     async def context(
         self,
         request: WalletRequest,

@@ -13,7 +13,7 @@ from decimal import Decimal
 # ENGRAM_RATE_LIMIT_PER_MINUTE overrides).
 OVERALL_PER_MINUTE = 100
 
-# The kinds of paid call: a handler declares its kind (`opt=paid(STORE)`, app/payments/prices.py).
+# The kinds of paid call: a handler declares its kind (`opt=paid(STORE)`, app/http/markers.py).
 STORE = "store"
 RECALL = "recall"
 UPDATE = "update"

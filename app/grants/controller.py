@@ -14,10 +14,9 @@ from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.agents import service as agents
-from app.agents.schemas import OWNER_HEADER as AGENT_OWNER_HEADER
 from app.core.errors import Forbidden
+from app.core.request_values import MEMORY_OWNER_HEADER, WALLET_OWNER_HEADER
 from app.grants.schemas import (
-    OWNER_HEADER,
     Access,
     Grant,
     GrantIn,
@@ -46,7 +45,7 @@ def acts_for_owner() -> dict[str, Any]:
 
 def owner_named(request: WalletRequest) -> str | None:
     """The owner a request names (x-memory-owner), when it is not the caller."""
-    owner = request.headers.get(OWNER_HEADER)
+    owner = request.headers.get(MEMORY_OWNER_HEADER)
     return owner if owner and owner.lower() != request.user else None
 
 
@@ -64,7 +63,7 @@ def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
     if state_of(connection.scope).get("delegation") is not None:
         only_where_delegations_reach(connection, handler)
         return
-    owner = connection.headers.get(OWNER_HEADER)
+    owner = connection.headers.get(MEMORY_OWNER_HEADER)
     if not owner or handler.opt.get(ACTS_FOR_OWNER_OPT):
         return
     caller = connection.scope.get("user")
@@ -72,21 +71,21 @@ def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
         return
     raise Forbidden(
         "A grant covers recall, list, get, store, update and context only",
-        {"header": OWNER_HEADER},
+        {"header": MEMORY_OWNER_HEADER},
     )
 
 
 def only_where_delegations_reach(connection: ASGIConnection[Any, Any, Any, Any],
                                  handler: BaseRouteHandler) -> None:  # fmt: skip
-    if connection.headers.get(OWNER_HEADER):
+    if connection.headers.get(MEMORY_OWNER_HEADER):
         raise Forbidden(
-            f"An agent key acts for its owner only: send {AGENT_OWNER_HEADER} or"
-            f" {OWNER_HEADER}, not both",
-            {"header": OWNER_HEADER},
+            f"An agent key acts for its owner only: send {WALLET_OWNER_HEADER} or"
+            f" {MEMORY_OWNER_HEADER}, not both",
+            {"header": MEMORY_OWNER_HEADER},
         )
     if not handler.opt.get(ACTS_FOR_OWNER_OPT):
         raise Forbidden(
-            f"An agent key covers {agents.COVERED_ROUTES} only", {"header": AGENT_OWNER_HEADER}
+            f"An agent key covers {agents.COVERED_ROUTES} only", {"header": WALLET_OWNER_HEADER}
         )
 
 

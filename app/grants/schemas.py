@@ -11,8 +11,6 @@ from app.core.schemas import Name, StrictStruct, absent_if_none, iso
 
 Access = Literal["read", "write"]
 Address = Annotated[str, Meta(pattern=ADDRESS_RE.pattern)]
-# The header a grantee names the owner whose namespace it reaches (README, "Team memory")
-OWNER_HEADER = "x-memory-owner"
 
 
 class GrantIn(StrictStruct):

@@ -15,8 +15,9 @@ import asyncpg
 
 from app.auth.signature import ADDRESS_RE
 from app.core.errors import Forbidden, InvalidInput, NotFound, id_or_not_found
+from app.core.request_values import MEMORY_OWNER_HEADER
 from app.grants import repository as repo
-from app.grants.schemas import OWNER_HEADER, Access, GrantIn
+from app.grants.schemas import Access, GrantIn
 from app.memory.schemas import parse_future_time
 
 # what each access lets a grantee do
@@ -54,7 +55,9 @@ class GrantService:
         if owner is None or owner.lower() == caller:
             return caller
         if not ADDRESS_RE.match(owner):
-            raise InvalidInput(f"{OWNER_HEADER} must be a wallet address", {"header": OWNER_HEADER})
+            raise InvalidInput(
+                f"{MEMORY_OWNER_HEADER} must be a wallet address", {"header": MEMORY_OWNER_HEADER}
+            )
         owner = owner.lower()
         held = await repo.live_access(conn, owner, caller, namespace)
         if not held & COVERS[need]:

@@ -9,19 +9,19 @@ from __future__ import annotations
 import logging
 from typing import Any, TypeAlias
 
-from litestar import MediaType, Request, Response
+from litestar import MediaType, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from app.ai.facts import FactModelError
 from app.core.errors import ApiError, PartUnavailable, ReplayedResponse, error_body
 from app.db.errors import DATABASE_DOWN
+from app.http.params import AnyRequest
 from app.infra.instance_state import StoreUnavailable
 
 log = logging.getLogger("engram.errors")
 
 # Handlers see every request, whatever its user and state.
-AnyRequest: TypeAlias = Request[Any, Any, Any]
 ErrorResponse: TypeAlias = Response[dict[str, Any]]
 
 # Contract codes by HTTP status (docs/api-contract.md, "Errors"); the others are Engram's own.

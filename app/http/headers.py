@@ -1,8 +1,8 @@
 """Headers on every response, 404s and errors included: X-Request-Id, and the wallet's free-tier
 count once a request has learnt it. A `before_send` hook, because app-level hooks also see the
-responses Litestar makes before any route middleware runs (unknown paths, wrong methods). The
-console's responses get its Content-Security-Policy, the other security headers and (but its
-static files) `Cache-Control: no-store` here.
+responses Litestar makes before any route middleware runs (unknown paths, wrong methods). A
+feature with headers of its own adds a hook beside this one (the console's security headers:
+app/console/middleware.py, wired by app/asgi.py).
 
 It also corrects the `Allow` of Litestar's automatic OPTIONS answer: when several controllers
 register handlers on one path, the OPTIONS handler made for the first of them keeps that first
@@ -17,9 +17,8 @@ import uuid
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
-from app.console.middleware import CONSOLE_PATH, console_headers
+from app.http.markers import price_of
 from app.http.state import state_of
-from app.payments.prices import price_of
 
 REQUEST_ID_HEADER = "x-request-id"
 FREE_TIER_HEADER = "x-free-tier-remaining"
@@ -49,10 +48,6 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
         headers["Cache-Control"] = "private, no-store"
     for name, value in state.get("paid_response_headers", {}).items():
         headers[name] = value
-    path = str(scope.get("path", ""))
-    if path.startswith(CONSOLE_PATH):
-        for name, value in console_headers(path).items():
-            headers[name] = value
     if scope.get("method") == "OPTIONS" and "allow" in headers:
         headers["allow"] = allowed_methods(scope) or headers["allow"]
 

@@ -12,11 +12,10 @@ from litestar.status_codes import HTTP_200_OK
 from msgspec import Struct
 
 from app.ai.embedders import embedder_ready
-from app.auth.middleware import EXCLUDE_OPT_KEY
 from app.core.errors import OUTAGE_RETRY_AFTER_SECONDS, ServiceUnavailable
 from app.db import settings_repository
+from app.http.markers import public, unlimited
 from app.http.params import MaybeWalletRequest
-from app.http.ratelimit import unlimited
 
 RETRY = {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)}
 
@@ -39,9 +38,7 @@ async def ping_database(state: Any) -> None:
         await settings_repository.ping(conn)
 
 
-@get(
-    "/health", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, status_code=HTTP_200_OK, tags=["health"]
-)
+@get("/health", opt={**public(), **unlimited()}, status_code=HTTP_200_OK, tags=["health"])
 async def health(request: MaybeWalletRequest) -> Health:
     state = request.app.state
     try:
@@ -73,7 +70,7 @@ class Readiness(Struct):
     embedder: str  # ok, or "loading"
 
 
-@get("/ready", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, status_code=HTTP_200_OK, tags=["health"])
+@get("/ready", opt={**public(), **unlimited()}, status_code=HTTP_200_OK, tags=["health"])
 async def ready(request: MaybeWalletRequest) -> Readiness:
     """200 when every part is ready, else 503 with the same body (details name the parts)."""
     state = request.app.state

@@ -17,9 +17,8 @@ from litestar.middleware import ASGIMiddleware
 from litestar.status_codes import HTTP_200_OK
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth.middleware import EXCLUDE_OPT_KEY
 from app.http.headers import request_id_of
-from app.http.ratelimit import unlimited
+from app.http.markers import public, unlimited
 from app.http.state import state_of
 from app.infra import metrics
 
@@ -78,7 +77,7 @@ class ObserveMiddleware(ASGIMiddleware):
 
 @get(
     "/metrics",
-    opt={EXCLUDE_OPT_KEY: True, **unlimited()},
+    opt={**public(), **unlimited()},
     status_code=HTTP_200_OK,
     include_in_schema=False,
 )

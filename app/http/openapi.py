@@ -23,11 +23,8 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Operation
 
-from app.auth.middleware import EXCLUDE_OPT_KEY as PUBLIC_OPT_KEY
 from app.core.errors import ErrorBody
-from app.http.ratelimit import EXCLUDE_OPT_KEY as UNLIMITED_OPT_KEY
-from app.payments.prices import price_of
-from app.payments.schemas import PaymentRequiredBody
+from app.http.markers import PUBLIC_OPT_KEY, UNLIMITED_OPT_KEY, price_of
 
 # Descriptions a handler passes to error_responses (or its own, more precise).
 NO_SUCH_MEMORY = (
@@ -95,16 +92,19 @@ def error_responses(
     return {status: _error(text) for status, text in own.items() if text is not None}
 
 
-def derived_responses(handler: HTTPRouteHandler) -> dict[int, ResponseSpec]:
+def derived_responses(
+    handler: HTTPRouteHandler, payment_required: type[Any]
+) -> dict[int, ResponseSpec]:
     """The error answers a route's metadata implies (module docstring). 422, 413 and 415 are
-    offered to every route; DocumentedOperation keeps them only where there is input."""
+    offered to every route; DocumentedOperation keeps them only where there is input. A paid
+    route's 402 is described by `payment_required`, the payments feature's body."""
     opt = handler.opt
     responses: dict[int, ResponseSpec] = {}
     if not opt.get(PUBLIC_OPT_KEY):
         responses[401] = _error(AUTH_REFUSED)
         responses[403] = _error(OWNER_NOT_REACHED)
     if price_of(handler) is not None:
-        responses[402] = _error(PAYMENT_REQUIRED, PaymentRequiredBody)
+        responses[402] = _error(PAYMENT_REQUIRED, payment_required)
         responses[409] = _error(PAYMENT_IN_FLIGHT)
     responses[413] = _error(BODY_TOO_LARGE)
     responses[415] = _error(NOT_JSON)
@@ -148,8 +148,9 @@ class DocumentedOperation(Operation):
         self.responses = dict(sorted(responses.items()))
 
 
-def document_errors(app: Litestar) -> None:
-    """Declare every documented route's error answers: derived, then the handler's own."""
+def document_errors(app: Litestar, payment_required: type[Any]) -> None:
+    """Declare every documented route's error answers: derived, then the handler's own; a 402
+    in `payment_required`'s shape (app/asgi.py passes the payments feature's body)."""
     for route in app.routes:
         for handler in getattr(route, "route_handlers", ()):
             if (
@@ -158,5 +159,5 @@ def document_errors(app: Litestar) -> None:
                 and handler.operation_class is not DocumentedOperation  # one handler, many paths
             ):
                 own = dict(handler.responses or {})
-                handler.responses = _merged(derived_responses(handler), own)
+                handler.responses = _merged(derived_responses(handler, payment_required), own)
                 handler.operation_class = DocumentedOperation

@@ -12,6 +12,8 @@ from litestar.params import QueryParameter
 
 from app.core.schemas import MAX_PAGE
 
+# Any request, as hooks and exception handlers take it.
+AnyRequest: TypeAlias = Request[Any, Any, Any]
 # A request as WalletAuthMiddleware leaves it: `user` is the caller's lower-cased wallet address,
 # or None on a paid route called without x-wallet-auth (the payment gate then answers 402).
 # Public handlers (exclude_from_auth) get this type too but must not read `user`: it is unset.

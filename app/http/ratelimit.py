@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
@@ -36,6 +35,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.contract import OVERALL_PER_MINUTE as OVERALL_PER_MINUTE
 from app.core.errors import RateLimitExceeded
+from app.http.markers import UNLIMITED_OPT_KEY, route_limit_of
 from app.infra import metrics
 from app.infra.instance_state import InProcessStore, SharedStore, StoreUnavailable
 
@@ -47,33 +47,11 @@ log = logging.getLogger("engram.ratelimit")
 LLM_ROUTE_PER_MINUTE = 10  # extract and consolidate: `opt={**paid(LLM_CALL), **limited(10)}`
 WINDOW_SECONDS = 60
 
-RATE_LIMIT_OPT_KEY = "rate_limit"
-EXCLUDE_OPT_KEY = "exclude_from_rate_limit"
 
 LIMIT_HEADER = "X-RateLimit-Limit"
 REMAINING_HEADER = "X-RateLimit-Remaining"
 RESET_HEADER = "X-RateLimit-Reset"
 RETRY_AFTER_HEADER = "Retry-After"
-
-
-def limited(per_minute: int) -> dict[str, Any]:
-    """Handler `opt` for a route with its own per-wallet limit. It is counted in a bucket of its
-    own IN ADDITION to the overall one, so it only ever makes the route stricter."""
-    if per_minute < 1:
-        raise ValueError("a route's rate limit is at least 1 request per minute")
-    return {RATE_LIMIT_OPT_KEY: per_minute}
-
-
-def unlimited() -> dict[str, Any]:
-    """Handler `opt` for a route that is never rate limited (health probes)."""
-    return {EXCLUDE_OPT_KEY: True}
-
-
-def route_limit_of(route_handler: Any) -> int | None:
-    """The handler's own per-minute limit, or None when only the overall limit applies."""
-    opt = getattr(route_handler, "opt", None) or {}
-    value = opt.get(RATE_LIMIT_OPT_KEY)
-    return int(value) if value is not None else None
 
 
 @dataclass(frozen=True)
@@ -109,7 +87,7 @@ class RateLimitMiddleware(ASGIMiddleware):
     app's `middleware` list, so that `scope["user"]` is known when it runs."""
 
     scopes = (ScopeType.HTTP,)
-    exclude_opt_key = EXCLUDE_OPT_KEY
+    exclude_opt_key = UNLIMITED_OPT_KEY
 
     @staticmethod
     def should_bypass_for_scope(scope: Scope) -> bool:

@@ -11,9 +11,7 @@ from typing import TypedDict, cast
 
 from litestar.types import Scope
 
-from app.agents.schemas import Delegation
-from app.console.service import ConsoleSession
-from app.payments.service import CapturedResponse, Settled
+from app.core.request_values import CapturedResponse, ConsoleSession, Delegation, Settled
 
 
 class RequestState(TypedDict, total=False):

@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import anyio
 import asyncpg
@@ -34,27 +35,44 @@ from asyncpg.transaction import Transaction
 from app.core.errors import PartUnavailable
 from app.db import settings_repository as db
 from app.db.errors import CONNECT_FAILURES, DATABASE_DOWN
-from app.http.params import MaybeWalletRequest
+from app.http.markers import runs_as_one_statement
+from app.http.params import AnyRequest, MaybeWalletRequest
 from app.http.state import state_of
-from app.payments.gate import NO_CHARGE, AnyRequest, Charge, PaymentGate
-from app.payments.prices import price_of
 
 log = logging.getLogger("engram.payments")
 
-ONE_STATEMENT_OPT = "one_statement"
+
+class Charge(Protocol):
+    """How one request is paid, as the payment gate decided (app/payments/gate.py)."""
+
+    @property
+    def kind(self) -> Literal["none", "free_call", "x402", "channel"]: ...
 
 
-def one_statement() -> dict[str, Any]:
-    """Handler `opt` for a free route whose handler runs exactly one SQL statement
-    (tests/http/test_one_statement.py counts list's, count's and read-by-id's statements, and
-    checks that every route declaring it is free)."""
-    return {ONE_STATEMENT_OPT: True}
+@dataclass(frozen=True)
+class NoCharge:
+    """A free route: nothing to pay."""
+
+    kind: Literal["none"] = "none"
 
 
-def runs_as_one_statement(route_handler: Any) -> bool:
-    """The route declared one statement and charges nothing."""
-    opt = getattr(route_handler, "opt", None) or {}
-    return bool(opt.get(ONE_STATEMENT_OPT)) and price_of(route_handler) is None
+NO_CHARGE = NoCharge()
+
+
+class PaymentGate(Protocol):
+    """What the request's transaction asks of the payments feature, handed to it by the
+    composition root (app/asgi.py puts app/payments/gate.py's Gate in `app.state.payment_gate`):
+    charge before the work, settle before the commit, and clean up after."""
+
+    async def authorize(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge: ...
+
+    async def settle(
+        self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge
+    ) -> None: ...
+
+    async def unfinished(self, request: AnyRequest, charge: Charge) -> None: ...
+
+    async def release(self, charge: Charge) -> None: ...
 
 
 def relax_commit(request: AnyRequest) -> None:

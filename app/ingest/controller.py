@@ -10,8 +10,10 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from msgspec import UNSET
 
+from app.core import contract
+from app.http.markers import limited, paid
 from app.http.params import Conn, WalletRequest
-from app.http.ratelimit import LLM_ROUTE_PER_MINUTE, limited
+from app.http.ratelimit import LLM_ROUTE_PER_MINUTE
 from app.ingest.schemas import (
     ConversationIn,
     ExtractAnswer,
@@ -27,8 +29,6 @@ from app.ingest.service import (
     conversation_scope,
     scope_of,
 )
-from app.payments import prices
-from app.payments.prices import paid
 
 Ingest = NamedDependency[IngestService]
 
@@ -51,7 +51,7 @@ class IngestController(Controller):
     @post(
         "/memories/extract",
         opt={
-            **paid(prices.LLM_CALL, metered=prices.PER_1K_TOKENS),
+            **paid(contract.LLM_CALL, metered=contract.PER_1K_TOKENS),
             **limited(LLM_ROUTE_PER_MINUTE),
         },
         status_code=HTTP_200_OK,
@@ -70,7 +70,7 @@ class IngestController(Controller):
 
     @post(
         "/ingest",
-        opt=paid(prices.LLM_CALL, metered=prices.PER_1K_TOKENS),
+        opt=paid(contract.LLM_CALL, metered=contract.PER_1K_TOKENS),
         status_code=HTTP_201_CREATED,
     )
     async def ingest_conversation(
@@ -91,7 +91,7 @@ class IngestController(Controller):
 
     @post(
         "/migrate",
-        opt=paid(prices.LLM_CALL, metered=prices.PER_1K_TOKENS),
+        opt=paid(contract.LLM_CALL, metered=contract.PER_1K_TOKENS),
         status_code=HTTP_201_CREATED,
     )
     async def migrate(

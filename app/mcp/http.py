@@ -45,7 +45,7 @@ from mcp.shared.context import RequestContext
 
 from app.core.errors import InvalidInput
 from app.http.body import check_json_body
-from app.http.ratelimit import unlimited
+from app.http.markers import unlimited
 from app.mcp.rest import InProcessRest, Rest
 from app.mcp.server import build_server
 

@@ -21,11 +21,13 @@ from litestar.params import (
 )
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.core import contract
 from app.core.errors import Forbidden, MemoryNotFound
 from app.core.schemas import absent_if_none, iso
 from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
 from app.grants.schemas import Access
 from app.grants.service import GrantService
+from app.http.markers import one_statement, paid
 from app.http.openapi import (
     IMMUTABLE_MEMORY,
     NO_SUCH_MEMORY,
@@ -34,7 +36,7 @@ from app.http.openapi import (
     error_responses,
 )
 from app.http.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
-from app.http.transaction import one_statement, relax_commit, request_transaction
+from app.http.transaction import relax_commit, request_transaction
 from app.memory.actor import OWNER, Actor
 from app.memory.provenance import WRITING
 from app.memory.repository import ListOrder, ListSort, MemoryFilter
@@ -76,8 +78,6 @@ from app.memory.schemas import (
     split_tags,
 )
 from app.memory.service import MemoryService, list_filter, version_in
-from app.payments import prices
-from app.payments.prices import paid
 from app.relations.schemas import linked_to_wire
 from app.relations.service import RelationService
 
@@ -133,7 +133,7 @@ class MemoryController(Controller):
 
     @post(
         "/store",
-        opt={**paid(prices.STORE), **acts_for_owner()},
+        opt={**paid(contract.STORE), **acts_for_owner()},
         status_code=HTTP_201_CREATED,
         responses=error_responses(
             conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT, forbidden=OWNER_ONLY_FIELD
@@ -164,7 +164,7 @@ class MemoryController(Controller):
 
     @post(
         "/store/batch",
-        opt=paid(prices.STORE_BATCH, metered=prices.PER_ITEM),
+        opt=paid(contract.STORE_BATCH, metered=contract.PER_ITEM),
         status_code=HTTP_201_CREATED,
         responses=error_responses(conflict=IMMUTABLE_MEMORY, precondition=VERSION_CONFLICT),
     )
@@ -185,7 +185,7 @@ class MemoryController(Controller):
             memories=[memory_to_wire(o.row) for o in outcomes],
         )
 
-    @post("/recall", opt={**paid(prices.RECALL), **acts_for_owner()}, status_code=HTTP_200_OK)
+    @post("/recall", opt={**paid(contract.RECALL), **acts_for_owner()}, status_code=HTTP_200_OK)
     async def recall(
         self,
         request: WalletRequest,
@@ -376,7 +376,7 @@ class MemoryController(Controller):
 
     @patch(
         "/memories/{memory_id:str}",
-        opt={**paid(prices.UPDATE), **acts_for_owner()},
+        opt={**paid(contract.UPDATE), **acts_for_owner()},
         responses=error_responses(
             not_found=NO_SUCH_MEMORY,
             conflict=IMMUTABLE_MEMORY,
@@ -410,7 +410,7 @@ class MemoryController(Controller):
     @route(
         ["/memories/batch", "/memories/batch-update"],
         http_method=[HttpMethod.PATCH, HttpMethod.POST],
-        opt=paid(prices.BATCH_UPDATE),
+        opt=paid(contract.BATCH_UPDATE),
         status_code=HTTP_200_OK,
     )
     async def update_batch(

@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 
+from app.core.request_values import CapturedResponse
+from app.http.markers import price_of
 from app.http.state import RequestState, state_of
-from app.payments.prices import price_of
-from app.payments.service import CapturedResponse
 
 _paid_call_state: ContextVar[RequestState | None] = ContextVar("paid_call_state", default=None)
 

@@ -21,32 +21,26 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Literal, NoReturn
 
 import anyio
 import asyncpg
-from litestar import Litestar, Request
+from litestar import Litestar
 
 from app.auth.free_tier import FreeTier
 from app.http.headers import request_id_of
+from app.http.markers import metered_by, price_of
+from app.http.params import AnyRequest
 from app.http.state import state_of
+from app.http.transaction import NO_CHARGE, NoCharge
 from app.payments.channels import ChannelCharge
 from app.payments.discovery import Discovery, declarations
 from app.payments.offers import Offer
-from app.payments.prices import metered_by, price_of
 from app.payments.proofs import ChannelProof, carries_proof
 from app.payments.service import PaidCall, X402Charge, X402Service
 from app.usage.service import UsageService, endpoint_label
 
-AnyRequest = Request[Any, Any, Any]
 log = logging.getLogger("engram.payments")
-
-
-@dataclass(frozen=True)
-class NoCharge:
-    """A free route: nothing to pay."""
-
-    kind: Literal["none"] = "none"
 
 
 @dataclass(frozen=True)
@@ -82,7 +76,6 @@ class ChannelPayment:
 
 # How one request is paid; `kind` lets a checker narrow it.
 Charge = NoCharge | FreeCall | X402Payment | ChannelPayment
-NO_CHARGE = NoCharge()
 
 
 def _ledger(request: AnyRequest) -> asyncpg.Pool:
@@ -120,18 +113,6 @@ def declared_routes(app: Litestar) -> dict[str, Discovery]:
     except Exception:
         log.exception("the x402 bazaar declarations could not be made; 402s go without them")
         return {}
-
-
-class PaymentGate(Protocol):
-    async def authorize(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge: ...
-
-    async def settle(
-        self, request: AnyRequest, conn: asyncpg.Connection, charge: Charge
-    ) -> None: ...
-
-    async def unfinished(self, request: AnyRequest, charge: Charge) -> None: ...
-
-    async def release(self, charge: Charge) -> None: ...
 
 
 class Gate:

@@ -30,6 +30,7 @@ from x402.schemas import PaymentRequirements, SettleResponse
 
 from app.config import AUTO_SCHEMES, X402Settings, network_prefix
 from app.core.errors import Conflict, PaymentRequired, ReplayedResponse, ServiceUnavailable
+from app.core.request_values import CapturedResponse, Settled
 from app.infra import metrics
 from app.infra.instance_state import SharedStore, StoreUnavailable
 from app.payments import repository
@@ -86,14 +87,6 @@ class PaidCall:
     @property
     def endpoint(self) -> str:
         return f"{self.method} {self.path}"
-
-
-@dataclass(frozen=True)
-class CapturedResponse:
-    """The answer a paid call gave, kept with its payment for an idempotent replay."""
-
-    status: int
-    body: bytes
 
 
 class InFlightGuard(Protocol):
@@ -189,14 +182,6 @@ class X402Charge:
         """What the payment settles: for `upto`, the call's cost."""
         upto = self.offer.upto_requirements(self.amount) if self.upto else None
         return upto or self.offer.requirements()
-
-
-@dataclass(frozen=True)
-class Settled:
-    """A payment settled (or redeemed) for a request: its ledger row and its receipt."""
-
-    payment_id: UUID
-    receipt: SettleResponse
 
 
 # How long a client waits before retrying a payment whose settlement outcome is not known yet.

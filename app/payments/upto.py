@@ -37,8 +37,8 @@ from x402.mechanisms.evm.constants import (
 from x402.mechanisms.evm.types import UptoPermit2Authorization, UptoPermit2Payload
 from x402.schemas import PaymentPayload
 
+from app.core.contract import PER_ITEM
 from app.payments.offers import UPTO_SCHEME, Offer
-from app.payments.prices import PER_ITEM
 from app.payments.proofs import (
     ADDRESS_RE,
     V2_HEADER,

@@ -12,9 +12,9 @@ from litestar.params import FromQuery, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
+from app.http.markers import limited
 from app.http.openapi import IMMUTABLE_MEMORY, VERSION_CONFLICT, error_responses
 from app.http.params import Conn, MaybeWalletRequest, WalletRequest
-from app.http.ratelimit import limited
 from app.http.transaction import request_transaction
 from app.memory.schemas import MemoryType
 from app.memory.service import list_filter

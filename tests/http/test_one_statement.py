@@ -6,8 +6,14 @@ from __future__ import annotations
 from litestar import Litestar, get
 from litestar.testing import AsyncTestClient
 
-from app.http.transaction import ONE_STATEMENT_OPT, one_statement, runs_as_one_statement
-from app.payments.prices import RECALL, paid, price_of
+from app.core.contract import RECALL
+from app.http.markers import (
+    ONE_STATEMENT_OPT_KEY,
+    one_statement,
+    paid,
+    price_of,
+    runs_as_one_statement,
+)
 from tests.support.api import auth, store_memory
 
 # The gate's note of the free calls left may read the wallet row first: a read of its own.
@@ -65,7 +71,7 @@ def test_every_route_that_declares_one_statement_is_free(app: Litestar) -> None:
         h
         for route in app.routes
         for h in getattr(route, "route_handlers", [])
-        if h.opt.get(ONE_STATEMENT_OPT)
+        if h.opt.get(ONE_STATEMENT_OPT_KEY)
     ]
     assert declared, "list, count and read by id declare one statement"
     assert all(price_of(h) is None for h in declared), [h.handler_name for h in declared]

@@ -17,13 +17,11 @@ from litestar.testing import AsyncTestClient
 from openapi_spec_validator import validate
 
 from app.asgi import create_app
-from app.auth.middleware import EXCLUDE_OPT_KEY as PUBLIC_OPT_KEY
 from app.auth.signature import sign_header
 from app.config import Settings
-from app.http.ratelimit import EXCLUDE_OPT_KEY as UNLIMITED_OPT_KEY
+from app.http.markers import PUBLIC_OPT_KEY, UNLIMITED_OPT_KEY, price_of
 from app.payments.network import network_named
 from app.payments.offers import Offer, challenge
-from app.payments.prices import price_of
 
 DOCUMENT = "/docs/openapi.json"
 ERROR_BODY = "#/components/schemas/ErrorBody"

@@ -18,23 +18,19 @@ from litestar import Litestar, get
 from litestar.openapi import OpenAPIConfig
 from litestar.testing import AsyncTestClient
 
-from app.auth.middleware import EXCLUDE_OPT_KEY, WalletAuthMiddleware
+from app.auth.middleware import WalletAuthMiddleware
 from app.auth.signature import WalletVerifier
 from app.config import Settings
+from app.core.contract import STORE
 from app.core.errors import InvalidInput
 from app.http.errors import EXCEPTION_HANDLERS
-from app.http.ratelimit import (
-    EXCLUDE_OPT_KEY as NO_LIMIT_KEY,
-)
+from app.http.markers import PUBLIC_OPT_KEY, UNLIMITED_OPT_KEY, limited, paid, unlimited
 from app.http.ratelimit import (
     LLM_ROUTE_PER_MINUTE,
     OVERALL_PER_MINUTE,
     RateLimitMiddleware,
-    limited,
-    unlimited,
 )
 from app.infra.instance_state import InProcessStore, RedisStore, SharedStore
-from app.payments.prices import STORE, paid
 from tests.support.api import auth
 from tests.support.server import served
 from tests.support.shared_store import REDIS_URL
@@ -78,12 +74,12 @@ def paid_route() -> dict[str, bool]:
     return {"ok": True}  # no payment gate here: only who is counted matters
 
 
-@get("/public", opt={EXCLUDE_OPT_KEY: True}, sync_to_thread=False)
+@get("/public", opt={PUBLIC_OPT_KEY: True}, sync_to_thread=False)
 def public() -> dict[str, bool]:
     return {"ok": True}
 
 
-@get("/health", opt={EXCLUDE_OPT_KEY: True, **unlimited()}, sync_to_thread=False)
+@get("/health", opt={PUBLIC_OPT_KEY: True, **unlimited()}, sync_to_thread=False)
 def probe() -> dict[str, bool]:
     return {"ok": True}
 
@@ -325,7 +321,7 @@ async def test_a_store_outage_falls_back_to_per_process_limits(clock: Clock) -> 
 
 def test_limits_are_validated() -> None:
     assert limited(LLM_ROUTE_PER_MINUTE) == {"rate_limit": 10}
-    assert unlimited() == {NO_LIMIT_KEY: True}
+    assert unlimited() == {UNLIMITED_OPT_KEY: True}
     assert (OVERALL_PER_MINUTE, LLM_ROUTE_PER_MINUTE) == (100, 10)  # the contract's numbers
     with pytest.raises(ValueError):
         limited(0)

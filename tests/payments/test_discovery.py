@@ -37,8 +37,8 @@ from app.asgi import create_app
 from app.config import Settings
 from app.core.json_input import decode_base64_json
 from app.dev.chain import DevChain
+from app.http.markers import price_of
 from app.payments.discovery import UndeclarableRoute, declarations
-from app.payments.prices import price_of
 from app.payments.proofs import MAX_HEADER_CHARS, MAX_HEADER_DEPTH
 from app.usage.service import endpoint_label
 from tests.support.api import auth
