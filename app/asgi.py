@@ -19,13 +19,13 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
 from app import DISTRIBUTION
+from app.access.requests import only_where_grants_reach
 from app.agents.controller import AgentController
-from app.agents.service import AgentService
+from app.agents.service import AgentService, delegation_for
 from app.ai.embedders import build_embedder, warm
 from app.ai.fact_models import build_fact_model
 from app.ai.rerank import build_reranker
 from app.auth.controller import FreeTierController, SessionController
-from app.auth.free_tier import FreeTier
 from app.auth.middleware import WalletAuthMiddleware
 from app.auth.session import SessionTokens, parse_keys
 from app.auth.signature import WalletVerifier
@@ -41,7 +41,8 @@ from app.context.controller import ContextController
 from app.context.service import ContextService
 from app.db.pool import MeteredPool, asyncpg_dsn, create_pool
 from app.db.schema import check_embedding_dims, check_embedding_model, check_pgvector
-from app.grants.controller import GrantController, only_where_grants_reach
+from app.free_tier.service import FreeTier
+from app.grants.controller import GrantController
 from app.grants.service import GrantService
 from app.guard.controller import GuardController
 from app.history.controller import HistoryController
@@ -304,7 +305,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.
         middleware=[
             ObserveMiddleware(),
-            WalletAuthMiddleware(wallet_verifier, sessions, siwx, settings.server.public_url),
+            WalletAuthMiddleware(
+                wallet_verifier, sessions, siwx, settings.server.public_url, delegation_for
+            ),
             ConsoleMiddleware(console_sessions, settings.server.public_url),
             RateLimitMiddleware(shared, settings.limits.rate_limit_per_minute),
         ],

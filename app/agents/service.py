@@ -46,12 +46,9 @@ from app.core.errors import (
     id_or_not_found,
 )
 from app.core.request_values import WALLET_OWNER_HEADER, Delegation
-from app.core.schemas import iso, nfc_names, parse_time
-from app.grants.service import COVERS  # what each scope lets an agent do, as a grant's access
-from app.memory.schemas import DEFAULT_NAMESPACE, parse_future_time
+from app.core.schemas import iso, nfc_names, parse_future_time, parse_time
 
 TITLE = "Engram agent delegation"
-COVERED_ROUTES = "recall, list, get, store, update and context"
 # How far past this server's clock a delegation's issued_at may be: the owner's clock, at most
 # this fast (the same leeway as an x-wallet-auth header's, app/auth/signature.py)
 ISSUED_SKEW = timedelta(minutes=5)
@@ -245,21 +242,3 @@ async def delegation_for(conn: asyncpg.Connection, agent: str, owner: str) -> De
         scopes=frozenset(row["scopes"]),
         namespaces=None if namespaces is None else tuple(namespaces),
     )
-
-
-def kept_to(delegation: Delegation, namespace: str | None, need: str) -> str | None:
-    """The namespace a delegated request is kept to (None: any of the owner's), once the
-    delegation covers `need` there; 403 otherwise."""
-    if not delegation.scopes & COVERS[need]:
-        raise Forbidden(
-            f"This agent key may not {need}", {"owner": delegation.owner, "access": need}
-        )
-    if delegation.namespaces is None:
-        return None
-    asked = namespace or DEFAULT_NAMESPACE
-    if asked not in delegation.namespaces:
-        raise Forbidden(
-            f"This agent key does not reach namespace {asked!r}",
-            {"owner": delegation.owner, "namespace": asked},
-        )
-    return asked

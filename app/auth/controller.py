@@ -10,12 +10,10 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from app.auth import repository
-from app.auth.free_tier import FreeTier
 from app.auth.middleware import WALLET_HEADER, origin_of_request
 from app.auth.schemas import (
     AfterFreeTier,
     FreeTierInfo,
-    FreeTierStatus,
     FreeTierTerms,
     SessionIn,
     SessionsRevoked,
@@ -28,6 +26,8 @@ from app.auth.signature import AUTH_MESSAGE_PREFIX, WalletAuthError, WalletVerif
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier
 from app.core.errors import InvalidInput, Unauthorized
 from app.core.schemas import iso
+from app.free_tier.schemas import FreeTierStatus
+from app.free_tier.service import FreeTier
 from app.http.markers import public
 from app.http.openapi import error_responses
 from app.http.params import Conn, MaybeWalletRequest, WalletRequest

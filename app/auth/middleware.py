@@ -21,7 +21,7 @@ live delegation the request's wallet is the owner's, and the delegation rides on
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -30,12 +30,11 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from app.agents.service import delegation_for
 from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
-from app.core.errors import PartUnavailable, Unauthorized
-from app.core.request_values import WALLET_OWNER_HEADER
+from app.core.errors import Forbidden, PartUnavailable, Unauthorized
+from app.core.request_values import WALLET_OWNER_HEADER, Delegation
 from app.db.errors import CONNECT_FAILURES
 from app.http.markers import PUBLIC_OPT_KEY, price_of
 from app.http.state import state_of
@@ -47,6 +46,11 @@ BEARER_PREFIX = "bearer "
 # RFC 6750 §3: a refused bearer token says so in WWW-Authenticate.
 INVALID_TOKEN_CHALLENGE = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 IDENTITY_HEADERS = (WALLET_HEADER, "authorization", SIWX_HEADER, WALLET_OWNER_HEADER)
+
+
+# The live delegation that lets an agent act for an owner, or a 403 (app/agents/service.py
+# delegation_for, handed in by app/asgi.py): (conn, agent, owner) -> the delegation.
+DelegationLookup = Callable[[asyncpg.Connection, str, str], Awaitable[Delegation]]
 
 
 class WalletAuthMiddleware(ASGIMiddleware):
@@ -64,8 +68,10 @@ class WalletAuthMiddleware(ASGIMiddleware):
         sessions: SessionTokens | None = None,
         siwx: SiwxVerifier | None = None,
         public_url: str | None = None,
+        delegations: DelegationLookup | None = None,
     ) -> None:
         self.verifier = verifier
+        self.delegations = delegations
         self.sessions = sessions
         self.siwx = siwx
         self.public_url = public_url
@@ -121,8 +127,10 @@ class WalletAuthMiddleware(ASGIMiddleware):
     async def _acting_for(self, scope: Scope, agent: str, owner: str) -> str:
         """An agent key naming its owner: the owner, when a live delegation covers the agent
         (403 otherwise); the delegation goes on the request for the routes to keep to."""
+        if self.delegations is None:
+            raise Forbidden("Agent keys are not served here", {"header": WALLET_OWNER_HEADER})
         async with database(scope) as conn:
-            delegation = await delegation_for(conn, agent, owner)
+            delegation = await self.delegations(conn, agent, owner)
         state_of(scope)["delegation"] = delegation
         return delegation.owner
 

@@ -26,13 +26,6 @@ class SessionIn(StrictStruct):
 # ---- answers -----------------------------------------------------------------------------------
 
 
-class FreeTierStatus(Struct):
-    wallet: str
-    free_tier_remaining: int
-    free_tier_total: int
-    free_tier_used: int
-
-
 class FreeTierTerms(Struct):
     enabled: bool
     calls_per_wallet: int

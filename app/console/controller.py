@@ -57,6 +57,7 @@ from app.console.schemas import (
 from app.console.service import LINK_TTL_SECONDS, ConsoleSessions
 from app.core.errors import ApiError, Forbidden, InvalidInput, Unauthorized
 from app.core.request_values import ConsoleSession
+from app.core.schemas import parse_future_time
 from app.grants.schemas import GrantIn
 from app.grants.service import GrantService
 from app.guard import service as guard
@@ -73,7 +74,6 @@ from app.memory.schemas import (
     MemoryType,
     RecallIn,
     UpdateIn,
-    parse_future_time,
     split_tags,
     tags_of,
 )

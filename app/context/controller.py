@@ -8,12 +8,12 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from app.access.requests import reached
 from app.context.schemas import ContextAnswer, ContextIn
 from app.context.service import ContextService, neutralise
 from app.core import contract
-from app.grants.controller import acts_for_owner, reached
 from app.grants.service import GrantService
-from app.http.markers import paid
+from app.http.markers import acts_for_owner, paid
 from app.http.params import Conn, WalletRequest
 from app.memory.schemas import recalled_to_wire
 

@@ -42,3 +42,6 @@ DEFAULT_PRICES_USD: Mapping[str, Decimal] = {
     STORE_BATCH: Decimal("0.04"),
     LLM_CALL: Decimal("0.01"),
 }
+
+# The namespace a memory lands in when a request names none.
+DEFAULT_NAMESPACE = "default"

@@ -1,5 +1,5 @@
 """What a process learnt recently, by key, for a while: the memo behind the free tier's calls left
-(app/auth/free_tier.py) and the sizes that pick recall's plans (app/memory/sizes.py). Each user
+(app/free_tier/service.py) and the sizes that pick recall's plans (app/memory/sizes.py). Each user
 says why a value some seconds old is good enough for what it decides."""
 
 from __future__ import annotations

@@ -144,3 +144,10 @@ def parse_time(value: str | None, field: str) -> datetime | None:
             f"{field} is out of range: in UTC it must fall within years 1 to 9999",
             {"field": field},
         ) from exc
+
+
+def parse_future_time(value: str | None, field: str, now: datetime) -> datetime | None:
+    parsed = parse_time(value, field)
+    if parsed is not None and parsed <= now:
+        raise InvalidInput(f"{field} must be in the future", {"field": field})
+    return parsed

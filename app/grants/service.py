@@ -16,9 +16,9 @@ import asyncpg
 from app.auth.signature import ADDRESS_RE
 from app.core.errors import Forbidden, InvalidInput, NotFound, id_or_not_found
 from app.core.request_values import MEMORY_OWNER_HEADER
+from app.core.schemas import parse_future_time
 from app.grants import repository as repo
 from app.grants.schemas import Access, GrantIn
-from app.memory.schemas import parse_future_time
 
 # what each access lets a grantee do
 COVERS: dict[str, set[str]] = {"read": {"read", "write"}, "write": {"write"}}

@@ -1,7 +1,7 @@
 """HTTP for namespace guards: read and set a namespace's mode, approve a quarantined memory.
 
 All three are the owner's: a grantee or an agent key reaches none of them (no route here acts
-for an owner, so app/grants/controller.py `only_where_grants_reach` answers 403)."""
+for an owner, so app/access/requests.py `only_where_grants_reach` answers 403)."""
 
 from __future__ import annotations
 

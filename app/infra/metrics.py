@@ -9,7 +9,7 @@ What is measured, and where:
 - recall and store phases: embed, SQL, scoring (app/memory/service.py, `phase`);
 - embedding cache hits and misses (app/ai/embedders.py);
 - DB pool connections in use and requests waiting for one (MeteredPool, app/db/pool.py);
-- free calls consumed (app/auth/free_tier.py);
+- free calls consumed (app/free_tier/service.py);
 - x402 verifications and settlements by outcome, and settle latency (app/payments/service.py);
 - payment channels: calls paid by deposit or voucher (app/payments/channels.py), the claimer's
   claims, refunds and settlements by outcome (app/payments/claimer.py);

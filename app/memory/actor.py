@@ -1,4 +1,4 @@
-"""Who acts on a wallet's memories in one request, and what only the owner may do.
+"""What only the owner may do to its memories, whoever else acts (app/access/rules.py `Actor`).
 
 A grantee (x-memory-owner) or an agent key (x-wallet-owner) acts for the owner: it reaches one
 namespace (`kept_to`), and every part of its answers comes from there (relations, the counts
@@ -6,14 +6,14 @@ that score a recall). It writes as a write grant allows: content, metadata, tags
 type, pinning, ids, moves between namespaces it may write; never what removes a memory or
 locks it (OWNER_ONLY), since a grant never covers delete.
 
-No HTTP types here: the controller says who acts (app/grants/controller.py `reached`)."""
+No HTTP types here: the controller says who acts (app/access/requests.py `reached`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
+from app.access.rules import OWNER as OWNER
+from app.access.rules import Actor
 from app.core.errors import Forbidden
 from app.memory.schemas import StoreIn, UpdateIn
 
@@ -28,19 +28,6 @@ from app.memory.schemas import StoreIn, UpdateIn
 # or agent key's reach: a store merged into a duplicate changes neither field, and delete,
 # batch update, consolidation, import and the namespace's deletion take no owner header.
 OWNER_ONLY = ("expires_at", "immutable")
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acts: the wallet's owner (`OWNER`), or a grantee or agent key acting for it
-    (`for_owner`), kept to one namespace (`kept_to`; None: the owner itself, or an agent key
-    whose delegation names no namespaces and so reaches them all)."""
-
-    for_owner: bool = False
-    kept_to: str | None = None
-
-
-OWNER = Actor()
 
 
 def owner_only_fields(body: StoreIn | UpdateIn) -> list[str]:

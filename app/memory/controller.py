@@ -21,13 +21,13 @@ from litestar.params import (
 )
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.access.requests import acting_agent, owner_named, reached
 from app.core import contract
 from app.core.errors import Forbidden, MemoryNotFound
 from app.core.schemas import absent_if_none, iso
-from app.grants.controller import acting_agent, acts_for_owner, owner_named, reached
 from app.grants.schemas import Access
 from app.grants.service import GrantService
-from app.http.markers import one_statement, paid
+from app.http.markers import acts_for_owner, one_statement, paid
 from app.http.openapi import (
     IMMUTABLE_MEMORY,
     NO_SUCH_MEMORY,

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from app.core.contract import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
 from app.core.errors import InvalidInput
 from app.core.schemas import (
     MAX_PAGE,
@@ -26,6 +27,7 @@ from app.core.schemas import (
     parse_time,
     reject_nul,
 )
+from app.core.schemas import parse_future_time as parse_future_time
 from app.memory.provenance import Source, Surface, WritableSource, Writer
 from app.memory.scoring import Signals
 from app.relations.schemas import LinkedRelation
@@ -39,7 +41,6 @@ MAX_TAG_CHARS = 64
 MAX_BATCH = 100
 MAX_RECALL_QUERY_CHARS = 32_768
 MAX_SEARCH_QUERY_CHARS = 1000
-DEFAULT_NAMESPACE = "default"
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_MEMORY_TYPE = "general"
 
@@ -252,13 +253,6 @@ def parse_metadata_filter(value: Any, field: str) -> Metadata | None:
     reject_nul(value, f"$.{field}")
     check_metadata(value, field)
     return value
-
-
-def parse_future_time(value: str | None, field: str, now: datetime) -> datetime | None:
-    parsed = parse_time(value, field)
-    if parsed is not None and parsed <= now:
-        raise InvalidInput(f"{field} must be in the future", {"field": field})
-    return parsed
 
 
 def split_tags(value: str | list[str] | None) -> list[str] | None:

@@ -27,7 +27,7 @@ import anyio
 import asyncpg
 from litestar import Litestar
 
-from app.auth.free_tier import FreeTier
+from app.free_tier.service import FreeTier
 from app.http.headers import request_id_of
 from app.http.markers import metered_by, price_of
 from app.http.params import AnyRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
-from app.auth.schemas import FreeTierStatus
+from app.free_tier.schemas import FreeTierStatus
 
 
 class UsageDay(Struct):

@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import asyncpg
 
-from app.auth.free_tier import FreeTier
 from app.core.errors import InvalidInput
+from app.free_tier.service import FreeTier
 from app.usage import repository
 from app.usage.schemas import Usage, UsageDay, UsageTotals
 

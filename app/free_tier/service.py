@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from app.auth import repository
-from app.auth.schemas import FreeTierStatus
 from app.core.recent import RecentValues
+from app.free_tier import repository
+from app.free_tier.schemas import FreeTierStatus
 from app.infra import metrics
 
 MEMO_SECONDS = 1.0

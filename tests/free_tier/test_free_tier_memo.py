@@ -1,4 +1,4 @@
-"""What a process remembers of each wallet's free calls (app/auth/free_tier.py RecentCounts):
+"""What a process remembers of each wallet's free calls (app/free_tier/service.py RecentCounts):
 recent positive counts spare a read, zero is always read again, and a count gone stale because
 another process used the calls never makes a call free."""
 
@@ -8,7 +8,7 @@ import asyncpg
 from eth_account import Account
 from litestar.testing import AsyncTestClient
 
-from app.auth.free_tier import FreeTier, RecentCounts
+from app.free_tier.service import FreeTier, RecentCounts
 from tests.support.api import auth
 from tests.support.db import count_memories
 

@@ -1,0 +1,105 @@
+"""Authorization read off the request, once: who acts, for which owner, and how far they reach.
+
+- `owner_named`: the owner a grantee names (x-memory-owner), when it is not the caller;
+- `acting_agent`: the agent key acting for its owner (x-wallet-owner; app/auth/middleware.py
+  put its delegation on the request);
+- `reached`: the wallet a memory route works on and the `Actor` working there, after the grant
+  or the delegation covers the namespace (403 otherwise); writes are then recorded as theirs;
+- `only_where_grants_reach`: the app-level guard keeping both to the routes marked
+  `acts_for_owner()` (app/http/markers.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from app.access.rules import COVERED_ROUTES, OWNER, Actor, kept_to
+from app.core.contract import DEFAULT_NAMESPACE
+from app.core.errors import Forbidden
+from app.core.request_values import MEMORY_OWNER_HEADER, WALLET_OWNER_HEADER
+from app.grants.schemas import Access
+from app.grants.service import GrantService
+from app.history import service as history
+from app.http.markers import serves_for_owner
+from app.http.params import WalletRequest
+from app.http.state import state_of
+from app.memory import provenance
+
+
+def owner_named(request: WalletRequest) -> str | None:
+    """The owner a request names (x-memory-owner), when it is not the caller."""
+    owner = request.headers.get(MEMORY_OWNER_HEADER)
+    return owner if owner and owner.lower() != request.user else None
+
+
+def acting_agent(request: WalletRequest) -> str | None:
+    """The agent key's own address, when one acts for its owner in this request."""
+    delegation = state_of(request.scope).get("delegation")
+    return None if delegation is None else delegation.agent
+
+
+def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
+                            handler: BaseRouteHandler) -> None:  # fmt: skip
+    """A request naming another owner reaches only the routes a grant covers: deleting a
+    namespace, managing grants, relations, history, MCP and the rest answer 403. So does an
+    agent key acting for its owner (x-wallet-owner), which never uses the owner's grants."""
+    if state_of(connection.scope).get("delegation") is not None:
+        only_where_delegations_reach(connection, handler)
+        return
+    owner = connection.headers.get(MEMORY_OWNER_HEADER)
+    if not owner or serves_for_owner(handler):
+        return
+    caller = connection.scope.get("user")
+    if isinstance(caller, str) and owner.lower() == caller:
+        return
+    raise Forbidden(
+        "A grant covers recall, list, get, store, update and context only",
+        {"header": MEMORY_OWNER_HEADER},
+    )
+
+
+def only_where_delegations_reach(connection: ASGIConnection[Any, Any, Any, Any],
+                                 handler: BaseRouteHandler) -> None:  # fmt: skip
+    if connection.headers.get(MEMORY_OWNER_HEADER):
+        raise Forbidden(
+            f"An agent key acts for its owner only: send {WALLET_OWNER_HEADER} or"
+            f" {MEMORY_OWNER_HEADER}, not both",
+            {"header": MEMORY_OWNER_HEADER},
+        )
+    if not serves_for_owner(handler):
+        raise Forbidden(
+            f"An agent key covers {COVERED_ROUTES} only", {"header": WALLET_OWNER_HEADER}
+        )
+
+
+async def reached(
+    request: WalletRequest,
+    conn: asyncpg.Connection,
+    grants: GrantService,
+    namespace: str | None,
+    need: Access,
+) -> tuple[str, Actor]:
+    """The wallet whose memories this request reaches, and who acts there (app/access/rules.py):
+    (the caller, OWNER) for its own; (the owner, a grantee kept to the namespace) for a grantee
+    naming an owner (x-memory-owner) with a live grant covering `need` there (403 otherwise);
+    (the owner, an agent key kept to the namespace, or to none) for an agent key whose
+    delegation covers `need` there. A grantee's or an agent's writes are recorded in history as
+    theirs."""
+    delegation = state_of(request.scope).get("delegation")
+    if delegation is not None:
+        kept = kept_to(delegation, namespace, need)
+        history.ACTOR.set(delegation.agent)
+        provenance.written_as("agent", delegation.agent)
+        return request.user, Actor(for_owner=True, kept_to=kept)
+    owner = owner_named(request)
+    if owner is None:
+        return request.user, OWNER
+    kept_to_namespace = namespace or DEFAULT_NAMESPACE
+    wallet = await grants.acting_for(conn, request.user, owner, kept_to_namespace, need)
+    history.ACTOR.set(request.user)
+    provenance.written_as("grantee", request.user)
+    return wallet, Actor(for_owner=True, kept_to=kept_to_namespace)
