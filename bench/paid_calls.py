@@ -56,7 +56,8 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas import PaymentRequired
 
 from app.auth.signature import sign_header
-from app.dev.chain import DevChain, token_abi
+from app.dev.chain import DevChain
+from app.dev.usdc import token_abi
 from tests.support.x402 import offer_of, sign_proof
 
 WARM_UP = 3  # calls per route and flow, not timed

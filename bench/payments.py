@@ -21,7 +21,8 @@ from x402.mechanisms.evm.exact import (
 from x402.mechanisms.evm.signers import EthAccountSigner, FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
 
-from app.dev.chain import DevChain, usdc_defaults
+from app.dev.chain import DevChain
+from app.dev.usdc import usdc_defaults
 
 
 def _ms(samples: list[float]) -> str:

@@ -40,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         if args.dev_chain:
             # Dev tools (app/dev): the `dev` extra and anvil from npm. When they are missing or
             # the chain fails to start, one line that says why, not a traceback.
-            from app.dev.chain import DevChainError
+            from app.dev.errors import DevChainError
             from app.dev.mode import dev_chain
 
             try:

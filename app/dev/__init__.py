@@ -2,6 +2,6 @@
 tests and `engram serve --dev-chain`), the demo wallet and an example paying agent.
 
 They need the `dev` extra (`pip install 'engram-x402[dev]'`: vyper compiles the token) and anvil
-from npm (the project's package.json). Nothing in app/ imports this package but app/cli.py, for
-`--dev-chain`, so a production install runs without them.
+from npm (the project's package.json). Nothing in app/ imports this package but app/cli/serve.py,
+for `--dev-chain`, so a production install runs without them.
 """

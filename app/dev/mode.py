@@ -18,7 +18,8 @@ from dataclasses import replace
 from eth_account import Account
 
 from app.config import Settings
-from app.dev.chain import DevChain, require_dev_extra
+from app.dev.chain import DevChain
+from app.dev.install import require_dev_extra
 
 log = logging.getLogger("engram")
 

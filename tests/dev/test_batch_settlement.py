@@ -81,18 +81,17 @@ from x402.schemas import (
     SettleResponse,
 )
 
-from app.dev.chain import (
+from app.dev.chain import DevChain
+from app.dev.install import (
     ERC3009_COLLECTOR_SOURCE,
     ESCROW_SOURCE,
     PERMIT2_COLLECTOR_SOURCE,
-    DevChain,
     deposit_collector_abi,
     escrow_abi,
     permit2_abi,
     permit2_deposit_collector_abi,
-    token_abi,
-    usdc_defaults,
 )
+from app.dev.usdc import token_abi, usdc_defaults
 from tests.support.chain_calls import (
     account_with_gas,
     assert_reverts,

@@ -48,7 +48,7 @@ def test_one_process_at_a_time_installs_or_looks_for_anvil(tmp_path: Path) -> No
     """The suite's workers start at once on a fresh checkout: while one holds the install lock
     (npm may be writing the binary), another process waits for it instead of running a
     half-written anvil (ETXTBSY)."""
-    from app.dev.chain import _installing
+    from app.dev.npm import _installing
 
     probe = (
         "import fcntl, sys; f = open(sys.argv[1], 'w')\n"

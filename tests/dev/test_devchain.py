@@ -30,7 +30,10 @@ from x402.mechanisms.evm.exact import (
 from x402.mechanisms.evm.signers import EthAccountSigner, FacilitatorWeb3Signer
 from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
 
-from app.dev.chain import DevChain, DevChainError, anvil_binary, token_abi, usdc_defaults
+from app.dev.chain import DevChain
+from app.dev.errors import DevChainError
+from app.dev.npm import anvil_binary
+from app.dev.usdc import token_abi, usdc_defaults
 from tests.support.x402 import TRANSFER_TYPES
 
 BASE = 8453

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.dev.chain import DevChainError, anvil_binary, npm_packages
+from app.dev.errors import DevChainError
+from app.dev.npm import anvil_binary, npm_packages
 
 MANIFEST = {"@foundry-rs/anvil": "1.7.1", "@x402/fetch": "2.27.0"}
 
@@ -51,7 +52,7 @@ def test_anvil_still_runs_when_the_install_of_the_others_fails(
     tmp_path: Path, no_npm: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     root = checkout(tmp_path / "repo", {"@foundry-rs/anvil": "1.7.1"})
-    with caplog.at_level(logging.WARNING, logger="app.dev.chain"):
+    with caplog.at_level(logging.WARNING, logger="app.dev.npm"):
         assert anvil_binary(root) == root / "node_modules" / "@foundry-rs" / "anvil" / "anvil"
     assert "`npm` is not on PATH" in caplog.text
 

@@ -28,7 +28,9 @@ from x402.mechanisms.evm.types import UptoPermit2Payload
 from x402.mechanisms.evm.upto import UptoEvmClientScheme, UptoEvmFacilitatorScheme
 from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
 
-from app.dev.chain import UPTO_PROXY_SOURCE, DevChain, token_abi, upto_proxy_abi, usdc_defaults
+from app.dev.chain import DevChain
+from app.dev.install import UPTO_PROXY_SOURCE, upto_proxy_abi
+from app.dev.usdc import token_abi, usdc_defaults
 from tests.support.chain_calls import account_with_gas, assert_reverts, transact
 
 MAXIMUM = 50_000  # what the payer signs for: 0.05 USDC

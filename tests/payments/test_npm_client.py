@@ -20,7 +20,8 @@ from eth_account import Account
 
 from app.asgi import create_app
 from app.config import Settings
-from app.dev.chain import DevChain, npm_packages
+from app.dev.chain import DevChain
+from app.dev.npm import npm_packages
 from tests.support.server import served
 from tests.support.settings import changed
 from tests.support.x402 import paid_only

@@ -27,7 +27,8 @@ from x402.mechanisms.evm.upto import UptoEvmClientScheme
 
 from app.asgi import create_app
 from app.config import Settings
-from app.dev.chain import DevChain, token_abi
+from app.dev.chain import DevChain
+from app.dev.usdc import token_abi
 from app.payments.reconcile import ChainReader
 from tests.support.api import auth
 from tests.support.chain_calls import account_with_gas, transact
