@@ -45,7 +45,6 @@ from app.free_tier.service import FreeTier
 from app.grants.controller import GrantController
 from app.grants.service import GrantService
 from app.guard.controller import GuardController
-from app.history.controller import HistoryController
 from app.http.body import BoundedRequest, check_query_string, restore_recursion_limit
 from app.http.docs import DOCS_PATH, swagger_assets, swagger_page
 from app.http.errors import EXCEPTION_HANDLERS
@@ -61,6 +60,7 @@ from app.ingest.controller import IngestController
 from app.ingest.service import IngestService
 from app.mcp.http import McpEndpoint
 from app.memory.controller import MemoryController
+from app.memory.history_controller import HistoryController
 from app.memory.service import MemoryService, Rerank
 from app.payments.capture import capture_paid_response, mark_paid_call
 from app.payments.channels import build_channels

@@ -1,12 +1,10 @@
-"""Wire structs for a memory's history and its restore."""
+"""Wire structs for a memory's history."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from msgspec import UNSET, Struct, UnsetType
-
-from app.memory.schemas import Memory
 
 # What a history entry records (app/history/service.py makes the changes).
 Action = Literal["create", "update", "consolidate", "delete", "restore", "import"]
@@ -25,9 +23,3 @@ class HistoryEntry(Struct):
 
 class MemoryHistory(Struct):
     history: list[HistoryEntry]  # oldest first
-
-
-class Restored(Struct):
-    restored: bool
-    id: str
-    memory: Memory

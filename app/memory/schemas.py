@@ -554,3 +554,11 @@ def recalled_to_wire(item: Any, content: str | None = None) -> RecalledMemory:
         signals=signals.rounded(),
         **provenance_fields(row),
     )
+
+
+class Restored(Struct):
+    """POST /v1/memories/{id}/restore's answer: the memory, live again."""
+
+    restored: bool
+    id: str
+    memory: Memory

@@ -1,5 +1,6 @@
-"""HTTP for a memory's history (GET /v1/memories/{id}/history, the contract's) and
-POST /v1/memories/{id}/restore (Engram's: undelete what a soft delete removed). Both are free."""
+"""HTTP for a memory's versions: its history (GET /v1/memories/{id}/history, the contract's, read
+from app/history/) and POST /v1/memories/{id}/restore (Engram's: undelete what a soft delete
+removed). Both are free."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from litestar.status_codes import HTTP_200_OK
 
 from app.core.schemas import absent_if_none, iso
 from app.history import service as history
-from app.history.schemas import HistoryEntry, MemoryHistory, Restored
+from app.history.schemas import HistoryEntry, MemoryHistory
 from app.http.openapi import NO_SUCH_MEMORY, error_responses
 from app.http.params import Conn, WalletRequest
-from app.memory.schemas import memory_to_wire
+from app.memory.schemas import Restored, memory_to_wire
 from app.memory.service import MemoryService, parse_memory_id
 
 
