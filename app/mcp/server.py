@@ -29,7 +29,8 @@ from app.mcp.payments import (
     settlement,
 )
 from app.mcp.rest import Rest, RestAnswer, RestCall
-from app.mcp.tools import TOOLS, Tool, drop_nulls
+from app.mcp.tools import TOOLS
+from app.mcp.tools.tool import Tool, drop_nulls
 
 log = logging.getLogger("engram.mcp")
 
