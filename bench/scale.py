@@ -61,15 +61,11 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.pool import SESSION_SETTINGS, create_pool
 from app.db.schema import upgrade_to_head
 from app.memory import repository as repo
+from app.memory.filters import recall_filter
+from app.memory.recall import CANDIDATES_PER_RESULT, EXACT_SCAN_MAX_ROWS, MIN_CANDIDATES_PER_SIDE
 from app.memory.repository import OR_TSQUERY, MemoryFilter
 from app.memory.schemas import RecallIn
-from app.memory.service import (
-    CANDIDATES_PER_RESULT,
-    EXACT_SCAN_MAX_ROWS,
-    MIN_CANDIDATES_PER_SIDE,
-    MemoryService,
-    recall_filter,
-)
+from app.memory.service import MemoryService
 
 GENERATOR_VERSION = 2
 DIMS = LOCAL_EMBED_DIMS

@@ -6,7 +6,7 @@ worker, adds them up (prometheus-client's multi-process mode); one process keeps
 
 What is measured, and where:
 - requests by route template, method and status, with latency (app/http/observe.py);
-- recall and store phases: embed, SQL, scoring (app/memory/service.py, `phase`);
+- recall and store phases: embed, SQL, scoring (app/memory/recall.py and store.py, `phase`);
 - embedding cache hits and misses (app/ai/embedders.py);
 - DB pool connections in use and requests waiting for one (MeteredPool, app/db/pool.py);
 - free calls consumed (app/free_tier/service.py);

@@ -322,3 +322,9 @@ def query_window(query: str, now: datetime) -> list[DateSpan]:
         return explicit
     relative = relative_date(query, now)
     return [relative] if relative else []
+
+
+def now_utc() -> datetime:
+    """The moment memory's rules count from: a store's relative dates and expiry, a recall's
+    window, a list's `7d`."""
+    return datetime.now(UTC)

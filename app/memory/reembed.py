@@ -13,7 +13,7 @@ import asyncpg
 from app.ai.embedders import Embedder
 from app.db import settings_repository as db
 from app.memory import repository as repo
-from app.memory.service import store_passages
+from app.memory.writes import store_passages
 
 # Wallets looked up per round (each is then re-embedded in full).
 WALLETS_PER_ROUND = 100

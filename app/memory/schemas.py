@@ -10,6 +10,7 @@ import json
 import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -262,6 +263,13 @@ def split_tags(value: str | list[str] | None) -> list[str] | None:
     items = value.split(",") if isinstance(value, str) else value
     tags = [t.strip() for t in items if t and t.strip()]
     return tags or None
+
+
+def parse_memory_id(raw: str) -> UUID:
+    try:
+        return UUID(raw)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise InvalidInput(f"'{raw}' is not a memory id (a UUID)", {"field": "id"}) from exc
 
 
 class MemoryFlag(Struct):
@@ -531,7 +539,7 @@ def memory_to_wire(row: Any) -> Memory:
 
 
 def recalled_to_wire(item: Any, content: str | None = None) -> RecalledMemory:
-    """A recall result (memory/service.py `Recalled`); `content` replaces the memory's own."""
+    """A recall result (memory/ranking.py `Recalled`); `content` replaces the memory's own."""
     row, signals = item.row, item.signals
     return RecalledMemory(
         id=str(row["id"]),

@@ -31,7 +31,7 @@ from app.auth.signature import (
 from app.config import DatabaseSettings, Settings
 from app.core.json_input import json_depth_exceeds
 from app.http.body import FORM_OPT, MAX_JSON_DEPTH, RECURSION_LIMIT
-from app.memory.service import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
+from app.memory.recall import MAX_KEYWORD_CHARS, MAX_KEYWORD_TERMS, keyword_text
 from tests.support.siwx import challenge, signed_payload, siwx_header
 
 BODY_METHODS = {"POST", "PATCH", "PUT"}

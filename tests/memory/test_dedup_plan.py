@@ -17,15 +17,11 @@ from eth_account import Account
 from app.ai.embedders import EmbedResult
 from app.config import LOCAL_EMBED_DIMS
 from app.db.pool import asyncpg_dsn, create_pool
+from app.memory.dedup import DEDUP_SIMILARITY, _BatchPlan, merged_metadata
 from app.memory.repository import MemoryFields
 from app.memory.schemas import MAX_METADATA_KEYS, MAX_TAGS, StoreIn
-from app.memory.service import (
-    DEDUP_SIMILARITY,
-    MemoryService,
-    _BatchPlan,
-    content_digest,
-    merged_metadata,
-)
+from app.memory.service import MemoryService
+from app.memory.writes import content_digest
 
 # Stand-ins for the stored memories the repository's lookups return: the plan only passes them on.
 STORED: Any = object()

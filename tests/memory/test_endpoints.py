@@ -11,7 +11,7 @@ from eth_account import Account
 from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
 
-from app.memory import service as memory_service
+from app.memory import dedup
 from tests.support.api import auth, store_memory
 from tests.support.facts import ALLERGY, ALLERGY_AGAIN, FACTS
 
@@ -86,7 +86,7 @@ async def test_store_batch_dedups_like_one_by_one_in_a_few_statements(
     """Within the batch and against stored memories, exact and near duplicates merge into the
     right memory, in order, and the batch costs a fixed number of statements (merges aside)."""
     if lookup == "index":  # the near-duplicate lookup walks the HNSW graph, as for big wallets
-        monkeypatch.setattr(memory_service, "DEDUP_SCAN_MAX_ROWS", 0)
+        monkeypatch.setattr(dedup, "DEDUP_SCAN_MAX_ROWS", 0)
     stored = await store_memory(client, wallet, "Bob drives a red bicycle to work", tags=["stored"])
     statements: list[str] = []
     original = asyncpg.Connection._execute

@@ -1,4 +1,4 @@
-"""The keyword side weighted by agreement (issue 37; app/memory/service.py keyword_share): its
+"""The keyword side weighted by agreement (issue 37; app/memory/ranking.py keyword_share): its
 weight in a recall is the share of the KEYWORD_AGREEMENT_TOP candidates nearest the query that
 hold one of its words. A question whose evidence shares no word with it (an instruction the
 user gave earlier) is one where the keyword side can only rank other memories, so it counts

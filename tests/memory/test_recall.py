@@ -15,8 +15,8 @@ from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
 
 from app.ai.embedders import LocalMiniLMEmbedder
+from app.memory import recall as memory_recall
 from app.memory import repository as memory_repository
-from app.memory import service as memory_service
 from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 
@@ -282,7 +282,7 @@ async def test_filters_never_starve_the_top_k_among_many_wallets(
     fallback must still return the full k when filters starve the graph walk.
     """
     if path == "index scan":
-        monkeypatch.setattr(memory_service, "EXACT_SCAN_MAX_ROWS", 0)
+        monkeypatch.setattr(memory_recall, "EXACT_SCAN_MAX_ROWS", 0)
     rng = np.random.default_rng(7)
     target = Account.create()
     query = "notes about the garden and the tomatoes"
@@ -376,7 +376,7 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
     assert r.status_code == 200 and len(r.json()["memories"]) == 3
     assert calls == ["exact within"]
     calls.clear()
-    monkeypatch.setattr(memory_service, "EXACT_SCAN_MAX_ROWS", 2)
+    monkeypatch.setattr(memory_recall, "EXACT_SCAN_MAX_ROWS", 2)
     r = await client.post("/v1/recall", json=body, headers=auth(wallet))
     assert len(r.json()["memories"]) == 3
     # the scan stopped at 3 rows; the index walk came back short; the exact scan

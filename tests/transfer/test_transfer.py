@@ -28,7 +28,7 @@ from app.core.errors import RateLimitExceeded
 from app.db.pool import create_pool
 from app.memory import repository as memory_repo
 from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
-from app.memory.service import content_digest
+from app.memory.writes import content_digest
 from app.transfer.controller import IMPORTS_PER_MINUTE
 from app.transfer.schemas import MAX_IMPORT_ITEMS
 from app.transfer.service import ImportLane, Pacer, TransferService
