@@ -31,8 +31,9 @@ from app.auth.session import SessionTokens, parse_keys
 from app.auth.signature import WalletVerifier
 from app.auth.siwx import NONCE_SWEEP_SECONDS, SiwxVerifier
 from app.config import Settings
-from app.console.controller import TEMPLATES, console_router
+from app.console.controller import console_router
 from app.console.middleware import ConsoleMiddleware, add_console_headers
+from app.console.pages import TEMPLATES
 from app.console.service import SWEEP_SECONDS as CONSOLE_SWEEP_SECONDS
 from app.console.service import ConsoleSessions
 from app.consolidate.controller import ConsolidateController

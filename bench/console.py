@@ -48,7 +48,7 @@ from app.db.embedded import EmbeddedPostgres
 
 RESULTS = Path(__file__).resolve().parent / "results" / "console.json"
 TARGET_MS = 300.0
-SEARCH_LIMIT = 20  # the console's (app/console/controller.py SEARCH_LIMIT)
+SEARCH_LIMIT = 20  # the console's (app/console/memories_controller.py SEARCH_LIMIT)
 
 
 def ms(samples: list[float]) -> dict[str, float]:
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace, dsn: str, meta: dict[str, Any], queries: list[
 
     asgi.check_embedding_model = same_model  # type: ignore[assignment]
     served = bench_app(dsn, embedder)
-    from app.console.controller import PAGE_SIZE
+    from app.console.memories_controller import PAGE_SIZE
 
     with UvicornThread(served) as url:
         link = console_link(url, meta["big_key"])

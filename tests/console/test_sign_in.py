@@ -194,10 +194,10 @@ async def test_unknown_fields_are_ignored_at_sign_in(
 async def test_the_sign_in_page_says_when_the_scripts_are_missing(
     browser: AsyncTestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.console import controller
+    from app.console import pages
 
     assert "make console" not in (await browser.get("/console/signin")).text
-    monkeypatch.setattr(controller, "scripts_built", lambda: False)
+    monkeypatch.setattr(pages, "scripts_built", lambda: False)
     page = (await browser.get("/console/signin")).text
     assert "make console" in page and "one-time link" in page
 
