@@ -279,10 +279,10 @@ class RecallSettings(SettingsGroup):
     event_time: bool = env("ENGRAM_RECALL_EVENT_TIME", True, flag)  # boost the named event time
     speaker: bool = env("ENGRAM_RECALL_SPEAKER", True, flag)  # boost what the named people said
     # keyword_match: each word's IDF less ln(the memory's passages); off: the plain IDF sum,
-    # its form before issue 37 (app/memory/repository.py KEYWORD_FORMS)
+    # its form before issue 37 (app/memory/repository/recall.py KEYWORD_FORMS)
     keyword_passages: bool = env("ENGRAM_RECALL_KEYWORD_PASSAGES", True, flag)
     # the keyword side weighted by the share of the query's nearest candidates holding one of
-    # its words (app/memory/service.py keyword_share); off: full weight in every recall
+    # its words (app/memory/ranking.py keyword_share); off: full weight in every recall
     keyword_agreement: bool = env("ENGRAM_RECALL_KEYWORD_AGREEMENT", True, flag)
     # on: a memory past the embedding model's window is stored with its later windows (its
     # passages, migration 0021) and scores its best window's vector_sim; off (the default: it

@@ -184,7 +184,7 @@ async def main() -> None:
                 "passages": len(tails),
             }
             # the index walk, as a big wallet's recall takes it (a small one's exact scan reads
-            # its passages beside its rows: app/memory/repository.py)
+            # its passages beside its rows: app/memory/repository/recall.py)
             await conn.execute("SET hnsw.ef_search = 400; SET enable_seqscan = off")
             for name, table, sql, limit in (
                 ("per memory", "mem", PER_MEMORY, args.per_side),

@@ -60,10 +60,11 @@ from app.config import LOCAL_EMBED_DIMS, DatabaseSettings, LimitsSettings, Setti
 from app.db.embedded import EmbeddedPostgres
 from app.db.pool import SESSION_SETTINGS, create_pool
 from app.db.schema import upgrade_to_head
-from app.memory import repository as repo
-from app.memory.filters import recall_filter
+from app.memory import sql as memory_sql
+from app.memory.filters import MemoryFilter, recall_filter
 from app.memory.recall import CANDIDATES_PER_RESULT, EXACT_SCAN_MAX_ROWS, MIN_CANDIDATES_PER_SIDE
-from app.memory.repository import OR_TSQUERY, MemoryFilter
+from app.memory.repository import reads as memory_reads
+from app.memory.repository import recall as recall_sql
 from app.memory.schemas import RecallIn
 from app.memory.service import MemoryService
 
@@ -451,7 +452,7 @@ async def make_queries(pool: asyncpg.Pool, wallet: str, n: int, seed: int) -> li
         await conn.execute("SELECT setseed(0.42)")
         rows = await conn.fetch(
             f"""SELECT m.content, m.embedding, m.namespace, m.memory_type, m.metadata
-                FROM memories m WHERE m.user_id = $1 AND {repo.LIVE}
+                FROM memories m WHERE m.user_id = $1 AND {memory_sql.LIVE}
                   AND jsonb_array_length(coalesce(m.metadata -> 'tags', '[]')) > 0
                 ORDER BY random() LIMIT $2""",
             wallet, n,
@@ -698,7 +699,7 @@ class UvicornThread:
 
 
 def vector_sql(f: MemoryFilter, exact: bool) -> str:
-    sql = repo.filter_sql(f)
+    sql = memory_sql.filter_sql(f)
     where = sql.sql()
     vec, n = sql.param(None), sql.param(None)
     order = f"(m.embedding <=> {vec}) + 0" if exact else f"m.embedding <=> {vec}"
@@ -707,7 +708,7 @@ def vector_sql(f: MemoryFilter, exact: bool) -> str:
 
 
 def filter_params(f: MemoryFilter) -> list[Any]:
-    return repo.filter_sql(f).params
+    return memory_sql.filter_sql(f).params
 
 
 async def plan_each_time(conn: asyncpg.Connection) -> None:
@@ -781,10 +782,10 @@ async def variants(pool: asyncpg.Pool, case: CaseRun, n: int) -> dict[str, Any]:
         for q in case.queries[:n]:
             f = recall_filter(case.wallet, request(q, case.filtered))
             t = time.perf_counter()
-            size = await repo.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
-            await repo.recall_candidates(conn, f, q.vector, q.text, PER_SIDE, True, size)
+            size = await memory_reads.count_up_to(conn, f, EXACT_SCAN_MAX_ROWS + 1)
+            await recall_sql.recall_candidates(conn, f, q.vector, q.text, PER_SIDE, True, size)
             exact.append(time.perf_counter() - t)
-            sql = repo.filter_sql(f)
+            sql = memory_sql.filter_sql(f)
             where = sql.sql()
             v, n_ = sql.param(q.vector), sql.param(PER_SIDE)
             t = time.perf_counter()
@@ -793,9 +794,9 @@ async def variants(pool: asyncpg.Pool, case: CaseRun, n: int) -> dict[str, Any]:
                 f" LIMIT {n_}", *sql.params,
             )  # fmt: skip
             vec.append(time.perf_counter() - t)
-            sql = repo.filter_sql(f)
+            sql = memory_sql.filter_sql(f)
             where = sql.sql()
-            tsq = OR_TSQUERY.format(p=sql.param(q.text))
+            tsq = recall_sql.OR_TSQUERY.format(p=sql.param(q.text))
             n_ = sql.param(PER_SIDE)
             t = time.perf_counter()
             await conn.fetch(
@@ -946,8 +947,8 @@ async def main(args: argparse.Namespace) -> None:
         # app/ changes under us (another engineer); record which versions were measured.
         result["app_sources_mtime"] = {
             name: datetime.fromtimestamp((APP_DIR / name).stat().st_mtime, UTC).isoformat()
-            for name in ("memory/repository.py", "memory/service.py", "memory/scoring.py",
-                         "db/pool.py")
+            for name in ("memory/repository/recall.py", "memory/recall.py", "memory/ranking.py",
+                         "memory/scoring.py", "memory/sql.py", "db/pool.py")
         }  # fmt: skip
         big, small = meta["big_wallet"], meta["small_wallet"]
         keys = {big: meta["big_key"], small: meta["small_key"]}
@@ -959,7 +960,7 @@ async def main(args: argparse.Namespace) -> None:
             for w, qs in queries.items():
                 for q in qs:
                     for filtered in (False, True):
-                        q.matching[filtered] = await repo.count(
+                        q.matching[filtered] = await memory_reads.count(
                             conn, recall_filter(w, request(q, filtered))
                         )
         await pool.close()

@@ -24,8 +24,9 @@ from app.ai.facts import FactModel
 from app.consolidate.clustering import Cluster, clusters
 from app.consolidate.schemas import ConsolidateIn
 from app.history import service as history
-from app.memory import repository as memory_repo
-from app.memory.repository import MemoryFields
+from app.memory.fields import MemoryFields
+from app.memory.repository import reads as memory_reads
+from app.memory.repository import writes as memory_writes
 from app.memory.schemas import MAX_TAGS
 from app.memory.service import MemoryService
 from app.relations import repository as relations_repo
@@ -51,12 +52,12 @@ class Writes:
 
     async def apply(self, conn: asyncpg.Connection, wallet: str) -> None:
         if self.metadata:
-            await memory_repo.set_metadata_many(conn, wallet, self.metadata)
+            await memory_writes.set_metadata_many(conn, wallet, self.metadata)
         await relations_repo.create_many(conn, wallet, self.supersedes, "supersedes")
         await relations_repo.create_many(conn, wallet, self.derived_from, "derived_from")
         deleted = []
         if self.deletions:
-            deleted = await memory_repo.soft_delete(conn, wallet, list(self.deletions))
+            deleted = await memory_writes.soft_delete(conn, wallet, list(self.deletions))
         folded = (
             history.Change(
                 memory_id, "consolidate",
@@ -110,7 +111,7 @@ class ConsolidateService:
     async def consolidate(
         self, conn: asyncpg.Connection, wallet: str, req: ConsolidateIn
     ) -> Report:
-        rows = await memory_repo.embeddings_of_wallet(conn, wallet, req.namespace, req.agent_id)
+        rows = await memory_reads.embeddings_of_wallet(conn, wallet, req.namespace, req.agent_id)
         by_namespace: dict[str, list[asyncpg.Record]] = {}
         for row in rows:
             by_namespace.setdefault(row["namespace"], []).append(row)

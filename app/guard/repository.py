@@ -7,7 +7,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app.memory.repository import COLUMNS, LIVE
+from app.memory.sql import COLUMNS, LIVE
 
 
 async def modes(conn: asyncpg.Connection, wallet: str, namespaces: list[str]) -> dict[str, str]:

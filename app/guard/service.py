@@ -24,8 +24,8 @@ from app.core.errors import MemoryNotFound, MemoryRefused
 from app.guard import repository as repo
 from app.guard.classifier import classify
 from app.history import service as history
+from app.memory.fields import NewMemory
 from app.memory.provenance import WRITING
-from app.memory.repository import NewMemory
 
 GuardMode = Literal["off", "flag", "refuse", "review"]
 GUARD_MODES: tuple[str, ...] = get_args(GuardMode)

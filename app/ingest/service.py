@@ -20,9 +20,9 @@ from app.ai.facts import Fact, FactModel, Message, salient_tags
 from app.core.errors import InvalidInput
 from app.core.schemas import iso, parse_time
 from app.ingest.schemas import MAX_SECTION_CHARS, ConversationIn, FileIn
-from app.memory import repository as memory_repo
 from app.memory.dates import explicit_dates
 from app.memory.provenance import source_of_role
+from app.memory.repository import reads as memory_reads
 from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn
 from app.memory.service import MemoryService, StoreOutcome
 from app.relations import repository as relations_repo
@@ -207,7 +207,7 @@ class IngestService:
         vectors = (await self.memories.embedder.embed([r["content"] for r in new])).vectors
         links: list[tuple[UUID, UUID]] = []
         for row, vector in zip(new, vectors, strict=True):
-            near = await memory_repo.neighbours(
+            near = await memory_reads.neighbours(
                 conn, wallet, row["namespace"], vector, batch_ids, RELATE_LIMIT,
                 RELATE_MIN_SIMILARITY,
             )  # fmt: skip

@@ -13,6 +13,7 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from app.access.rules import OWNER, Actor
 from app.ai.embedders import Embedder
 from app.core.errors import (
     InvalidInput,
@@ -23,10 +24,10 @@ from app.core.errors import (
     VersionConflict,
 )
 from app.history import service as history
-from app.memory import repository as repo
-from app.memory.actor import OWNER, Actor, check_owner_only
+from app.memory.actor import check_owner_only
 from app.memory.dates import now_utc
-from app.memory.repository import MemoryFilter
+from app.memory.filters import ListOrder, MemoryFilter
+from app.memory.repository import reads, writes
 from app.memory.schemas import (
     UpdateIn,
     check_metadata,
@@ -34,7 +35,7 @@ from app.memory.schemas import (
     parse_future_time,
     parse_memory_id,
 )
-from app.memory.writes import content_columns, update_settled
+from app.memory.settled import content_columns, update_settled
 
 
 class UpdateSetup(Protocol):
@@ -62,7 +63,7 @@ class UpdateOutcome:
 
 
 async def get(conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyncpg.Record:
-    rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)])
+    rows = await reads.get_many(conn, wallet, [parse_memory_id(memory_id)])
     if not rows:
         raise MemoryNotFound(memory_id)
     return rows[0]
@@ -70,7 +71,7 @@ async def get(conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyncpg.
 
 async def by_key(conn: asyncpg.Connection, wallet: str, namespace: str, key: str) -> asyncpg.Record:
     """The live memory named `key` in the namespace (reading it by key counts no access)."""
-    row = await repo.holding_key(conn, wallet, namespace, unicodedata.normalize("NFC", key))
+    row = await reads.holding_key(conn, wallet, namespace, unicodedata.normalize("NFC", key))
     if row is None or (row["expires_at"] is not None and row["expires_at"] <= now_utc()):
         raise MemoryNotFound(f"with key {key!r} in namespace {namespace!r}")
     return row
@@ -81,7 +82,7 @@ async def use(
 ) -> tuple[asyncpg.Record, bool]:
     """A caller used the memory (read it by id, or said it helped): count the access, at most
     once per `once_per` (scoring.py). Returns the memory and whether this use was counted."""
-    row, counted = await repo.use_one(conn, wallet, parse_memory_id(memory_id), once_per)
+    row, counted = await writes.use_one(conn, wallet, parse_memory_id(memory_id), once_per)
     if row is None:
         raise MemoryNotFound(memory_id)
     return row, counted
@@ -92,11 +93,11 @@ async def search(
     f: MemoryFilter,
     query: str,
     limit: int,
-    order: repo.ListOrder | None = None,
+    order: ListOrder | None = None,
 ) -> tuple[list[asyncpg.Record], int]:
     if not query.strip():
         raise InvalidInput("query must not be blank", {"field": "query"})
-    return await repo.keyword_search(conn, f, query, limit, order)
+    return await reads.keyword_search(conn, f, query, limit, order)
 
 
 # ---- update / delete ---------------------------------------------------------------------------
@@ -121,7 +122,7 @@ async def _apply_update(
     setup: UpdateSetup, conn: asyncpg.Connection, wallet: str, memory_id: str, patch: UpdateIn
 ) -> tuple[asyncpg.Record, asyncpg.Record, int]:
     """The memory before and after the update, and the tokens embedding its content took."""
-    rows = await repo.get_many(conn, wallet, [parse_memory_id(memory_id)], for_update=True)
+    rows = await reads.get_many(conn, wallet, [parse_memory_id(memory_id)], for_update=True)
     if not rows:
         raise MemoryNotFound(memory_id)
     expected = patch.expected_version
@@ -215,20 +216,20 @@ async def delete(conn: asyncpg.Connection, wallet: str, memory_id: str) -> UUID:
     if row["immutable"]:
         raise MemoryImmutable(memory_id, "deleted")
     deleted_id: UUID = row["id"]
-    await repo.soft_delete(conn, wallet, [deleted_id])
+    await writes.soft_delete(conn, wallet, [deleted_id])
     await history.record(conn, wallet, history.deleted([deleted_id]))
     return deleted_id
 
 
 async def restore(conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyncpg.Record:
     """Undelete a soft-deleted memory of the wallet (Engram's addition to the contract)."""
-    row = await repo.get_including_deleted(conn, wallet, parse_memory_id(memory_id))
+    row = await reads.get_including_deleted(conn, wallet, parse_memory_id(memory_id))
     if row is None:
         raise MemoryNotFound(memory_id)
     if row["deleted_at"] is None:
         raise MemoryNotDeleted(memory_id)
     await _key_free(conn, wallet, row, row["namespace"])
-    restored = await repo.restore(conn, wallet, row["id"])
+    restored = await writes.restore(conn, wallet, row["id"])
     await history.record(conn, wallet, [history.restored(row["id"])])
     return restored
 
@@ -241,8 +242,8 @@ async def _key_free(
     key = memory["key"]
     if key is None:
         return
-    await repo.lock_key(conn, wallet, namespace, key)
-    holder = await repo.holding_key(conn, wallet, namespace, key)
+    await writes.lock_key(conn, wallet, namespace, key)
+    holder = await reads.holding_key(conn, wallet, namespace, key)
     if holder is not None and holder["id"] != memory["id"]:
         raise KeyTaken(key, namespace)
 
@@ -257,8 +258,8 @@ async def delete_many(
         except InvalidInput:
             parsed[raw] = None
     valid = [u for u in parsed.values() if u is not None]
-    found = {r["id"]: r for r in await repo.get_many(conn, wallet, valid, for_update=True)}
-    deleted_ids = await repo.soft_delete(conn, wallet, valid)
+    found = {r["id"]: r for r in await reads.get_many(conn, wallet, valid, for_update=True)}
+    deleted_ids = await writes.soft_delete(conn, wallet, valid)
     await history.record(conn, wallet, history.deleted(deleted_ids))
     deleted = set(deleted_ids)
     results = []

@@ -14,11 +14,13 @@ import numpy as np
 
 from app.ai.embedders import Embedder
 from app.core.errors import InvalidInput
-from app.memory import repository as repo
-from app.memory.repository import MemoryFields, MemoryFilter
+from app.memory.fields import ContentKey, MemoryFields
+from app.memory.filters import MemoryFilter
+from app.memory.repository import dedup as repo
+from app.memory.repository import writes
 from app.memory.schemas import MAX_TAGS, check_metadata
+from app.memory.settled import content_digest, insert_settled, new_memory
 from app.memory.sizes import RecentSizes
-from app.memory.writes import content_digest, insert_settled, new_memory
 
 # Store merges a new memory into an existing one of the same wallet and namespace at or above
 # this cosine similarity (MemoClaw's seed architecture figure; docs/api-contract.md,
@@ -69,10 +71,10 @@ class _BatchPlan:
 
     items: list[MemoryFields]
     vectors: list[np.ndarray]
-    keys: list[repo.ContentKey]
+    keys: list[ContentKey]
     fresh: list[int] = field(default_factory=list)
     targets: list[asyncpg.Record | int | None] = field(default_factory=list)
-    _first_new: dict[repo.ContentKey, int] = field(default_factory=dict)
+    _first_new: dict[ContentKey, int] = field(default_factory=dict)
 
     def decide(
         self,
@@ -170,7 +172,7 @@ async def _merge(
 ) -> asyncpg.Record:
     if existing["immutable"]:
         return existing  # an immutable memory is never changed, not even by a merge
-    return await repo.merge_duplicate(
+    return await writes.merge_duplicate(
         conn,
         existing["user_id"],
         existing["id"],

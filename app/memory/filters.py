@@ -1,15 +1,57 @@
-"""Which memories a read is about, from what its request says (validated): a recall's filter, and
-that of list, count, search and export. The WHERE they become is app/memory/repository's."""
+"""Which memories a read is about: `MemoryFilter` (its WHERE is app/memory/sql.py `filter_sql`)
+and the orders a list is read in; and the filters of a recall, and of list, count, search and
+export, from what their request says (validated)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, get_args
 
 from app.core.schemas import nfc_names, parse_time
 from app.memory.dates import now_utc
-from app.memory.repository import MemoryFilter
 from app.memory.schemas import RecallIn, parse_metadata_filter, parse_moment, split_tags
+
+
+@dataclass
+class MemoryFilter:
+    """Which of a wallet's memories a read is about."""
+
+    wallet: str
+    namespace: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    memory_types: list[str] | None = None
+    tags: list[str] | None = None
+    after: datetime | None = None
+    before: datetime | None = None
+    occurred_after: datetime | None = None  # event time (occurred_at), inclusive
+    occurred_before: datetime | None = None  # event time, exclusive
+    pinned: bool | None = None
+    immutable: bool | None = None
+    include_deleted: bool = False
+    metadata: dict[str, Any] | None = None  # JSON containment: metadata holds all of it
+    # the one namespace a grantee or an agent key reaches: relations whose other end lies
+    # elsewhere count for nothing in what it reads (app/memory/actor.py)
+    kept_to: str | None = None
+    sources: list[str] | None = None  # memories from these sources only (provenance.py)
+    quarantined: bool | None = None  # False: none held for review (recall: app/guard)
+
+
+# The orders a list can be read in (MemoClaw's MCP server's `sort` values); ties by id.
+ListSort = Literal["created_at", "updated_at", "importance"]
+
+LIST_SORTS: tuple[str, ...] = get_args(ListSort)
+
+
+@dataclass(frozen=True)
+class ListOrder:
+    sort: str = "created_at"  # one of LIST_SORTS
+    descending: bool = True
+
+
+NEWEST_FIRST = ListOrder()
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str] | None:

@@ -12,17 +12,16 @@ from typing import NamedTuple, Protocol
 import asyncpg
 import numpy as np
 
+from app.access.rules import OWNER, Actor
 from app.ai.embedders import Embedder
 from app.ai.rerank import Reranker, RerankUnavailable
 from app.core.errors import InvalidInput
 from app.db import settings_repository as db
 from app.infra.metrics import phase
-from app.memory import repository as repo
-from app.memory.actor import OWNER, Actor
 from app.memory.dates import now_utc
-from app.memory.filters import recall_filter
+from app.memory.filters import MemoryFilter, recall_filter
 from app.memory.ranking import Ranking, Recalled
-from app.memory.repository import MemoryFilter
+from app.memory.repository import recall as repo
 from app.memory.schemas import RecallIn
 from app.memory.scoring import (
     CONTINUATION_FOLLOW,

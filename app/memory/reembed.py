@@ -12,8 +12,9 @@ import asyncpg
 
 from app.ai.embedders import Embedder
 from app.db import settings_repository as db
-from app.memory import repository as repo
-from app.memory.writes import store_passages
+from app.memory.repository import reembed as repo
+from app.memory.repository import writes
+from app.memory.settled import store_passages
 
 # Wallets looked up per round (each is then re-embedded in full).
 WALLETS_PER_ROUND = 100
@@ -93,6 +94,8 @@ async def _reembed_wallet(
             if passages:
                 await store_passages(conn, embedder, wallet, rows, replace=True)
             else:  # another model's windows: not comparable, gone
-                await repo.insert_passages(conn, wallet, [r["id"] for r in rows], [[]] * len(rows))
+                await writes.insert_passages(
+                    conn, wallet, [r["id"] for r in rows], [[]] * len(rows)
+                )
         done += len(rows)
         progress(f"re-embedded {done} memories with {model}")

@@ -22,7 +22,7 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   half_life = type_half_life × (1 + 0.10 × min(relation_count, 10)); e.g. a general memory
   untouched for 60 days keeps 0.5 with no relation, 0.5 ** (60 / 66) ≈ 0.53 with one, 0.5 ** (60 /
   120) ≈ 0.71 with ten. relation_count counts the memory's relations in both directions whose other
-  end is live (app/memory/repository.py RELATION_COUNT), so deleting the memory at the other end
+  end is live (app/memory/sql.py RELATION_COUNT), so deleting the memory at the other end
   takes the stretch (and the importance bonus above) away again.
 - keyword_match = over the query's words the memory holds, the sum of each word's BM25 inverse
   document frequency less ln(the memory's passages), floored at 0 per word (app/memory/

@@ -2,12 +2,13 @@
 the flows call. It holds the configuration and hands each call to the module of its
 responsibility:
 - store.py: a store, one item, keyed or a batch (dedup.py decides what is a duplicate);
-- writes.py: the row every write makes, once the namespace guard settled it;
+- settled.py: the row every write makes, written once the namespace guard settled it;
 - recall.py: the recall pipeline (ranking.py scores its candidates);
 - crud.py: reads, update, delete and restore;
-- filters.py: which memories a read is about.
+- filters.py: which memories a read is about; fields.py: what a write says about a memory.
 
-No SQL here (repository.py) and no HTTP types (controller.py); the caller's transaction is used.
+No SQL here (repository/, its fragments in sql.py) and no HTTP types (controller.py); the
+caller's transaction is used.
 """
 
 from __future__ import annotations
@@ -20,20 +21,20 @@ from uuid import UUID
 import asyncpg
 import numpy as np
 
+from app.access.rules import OWNER, Actor
 from app.ai.embedders import Embedder
 from app.ai.facts import FactModel
 from app.ai.heuristics import HeuristicFactModel
 from app.core.errors import InvalidInput
 from app.history import service as history
-from app.memory import crud, recall, store, writes
-from app.memory import repository as repo
-from app.memory.actor import OWNER, Actor
+from app.memory import crud, recall, settled, store
 from app.memory.crud import UpdateOutcome
 from app.memory.dedup import StoreOutcome
-from app.memory.filters import list_filter, recall_filter
+from app.memory.fields import KeptState, MemoryFields, NewMemory
+from app.memory.filters import NEWEST_FIRST, ListOrder, MemoryFilter, list_filter, recall_filter
 from app.memory.ranking import Recalled
 from app.memory.recall import RecallResult, Rerank
-from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
+from app.memory.repository import reads
 from app.memory.schemas import RecallIn, StoreIn, UpdateIn, parse_memory_id
 from app.memory.scoring import ACCESS_COUNTED_ONCE_PER, DEFAULT_MIN_SIMILARITY
 from app.memory.sizes import RecentSizes
@@ -155,7 +156,7 @@ class MemoryService:
         kept: KeptState | None = None,
     ) -> NewMemory:
         """A memory ready for repository.insert_many; `kept` for what an import carries over."""
-        return writes.new_memory(wallet, fields, vector, self.embedder.model_name, kept)
+        return settled.new_memory(wallet, fields, vector, self.embedder.model_name, kept)
 
     # ---- read (crud.py) --------------------------------------------------------------------
 
@@ -182,12 +183,12 @@ class MemoryService:
         f: MemoryFilter,
         limit: int,
         offset: int,
-        order: repo.ListOrder = repo.NEWEST_FIRST,
+        order: ListOrder = NEWEST_FIRST,
     ) -> tuple[list[asyncpg.Record], int]:
-        return await repo.list_page(conn, f, limit, offset, order)
+        return await reads.list_page(conn, f, limit, offset, order)
 
     async def count(self, conn: asyncpg.Connection, f: MemoryFilter) -> int:
-        return await repo.count(conn, f)
+        return await reads.count(conn, f)
 
     async def search(
         self,
@@ -195,18 +196,18 @@ class MemoryService:
         f: MemoryFilter,
         query: str,
         limit: int,
-        order: repo.ListOrder | None = None,
+        order: ListOrder | None = None,
     ) -> tuple[list[asyncpg.Record], int]:
         return await crud.search(conn, f, query, limit, order)
 
     async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
-        return await repo.namespaces(conn, wallet)
+        return await reads.namespaces(conn, wallet)
 
     async def namespace_names(self, conn: asyncpg.Connection, wallet: str) -> list[str]:
-        return await repo.namespace_names(conn, wallet)
+        return await reads.namespace_names(conn, wallet)
 
     async def stats(self, conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
-        return await repo.stats(conn, wallet)
+        return await reads.stats(conn, wallet)
 
     # ---- update / delete (crud.py) ---------------------------------------------------------
 
@@ -234,7 +235,7 @@ class MemoryService:
         return crud.changes_for(current, patch, now)
 
     def content_columns(self, content: str, vector: np.ndarray) -> dict[str, Any]:
-        return writes.content_columns(content, vector, self.embedder.model_name)
+        return settled.content_columns(content, vector, self.embedder.model_name)
 
     async def delete(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> UUID:
         return await crud.delete(conn, wallet, memory_id)

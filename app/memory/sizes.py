@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from app.core.recent import RecentValues
-from app.memory import repository as repo
-from app.memory.repository import MemoryFilter
+from app.memory.filters import MemoryFilter
+from app.memory.repository import reads
 
 MEMO_SECONDS = 5.0
 MEMO_FILTERS = 10_000
@@ -49,7 +49,7 @@ class RecentSizes:
     async def count_up_to(self, conn: asyncpg.Connection, f: MemoryFilter, cap: int) -> int:
         """How many memories `f` matches, counted no further than `cap` + 1 (so "more than
         `cap`" shows): as recently counted for that filter and cap, else counted now."""
-        return await self.count(_key(f, cap), lambda: repo.count_up_to(conn, f, cap + 1))
+        return await self.count(_key(f, cap), lambda: reads.count_up_to(conn, f, cap + 1))
 
     def recent_up_to(self, f: MemoryFilter, cap: int) -> int | None:
         """`count_up_to`'s answer if it is recent, else None (nothing is counted)."""

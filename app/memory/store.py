@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from app.access.rules import OWNER, Actor
 from app.ai.embedders import Embedder
 from app.ai.facts import FactModel, FactModelError
 from app.ai.heuristics import HeuristicFactModel
@@ -19,11 +20,11 @@ from app.core.errors import InvalidInput, MemoryImmutable, VersionConflict
 from app.core.schemas import parse_time
 from app.history import service as history
 from app.infra.metrics import phase
-from app.memory import repository as repo
-from app.memory.actor import OWNER, Actor, check_owner_only
+from app.memory.actor import check_owner_only
 from app.memory.dates import event_time, now_utc
 from app.memory.dedup import StoreOutcome, merge_tags, store_deduplicated
-from app.memory.repository import MemoryFields
+from app.memory.fields import MemoryFields
+from app.memory.repository import reads, writes
 from app.memory.schemas import (
     DEFAULT_MEMORY_TYPE,
     DEFAULT_NAMESPACE,
@@ -33,8 +34,8 @@ from app.memory.schemas import (
     check_tags,
     parse_future_time,
 )
+from app.memory.settled import content_columns, insert_settled, new_memory, update_settled
 from app.memory.sizes import RecentSizes
-from app.memory.writes import content_columns, insert_settled, new_memory, update_settled
 
 log = logging.getLogger("engram")
 
@@ -150,8 +151,8 @@ async def upsert_by_key(
     a newer one as its `on_conflict` says. A grantee's or an agent key's store leaves the
     memory's expiry as the owner set it (it may not set one: app/memory/actor.py)."""
     assert fields.key is not None
-    await repo.lock_key(conn, wallet, fields.namespace, fields.key)
-    current = await repo.holding_key(conn, wallet, fields.namespace, fields.key, True)
+    await writes.lock_key(conn, wallet, fields.namespace, fields.key)
+    current = await reads.holding_key(conn, wallet, fields.namespace, fields.key, True)
     if current is None:
         embedded = await setup.embedder.embed([fields.content])
         new = new_memory(wallet, fields, embedded.vectors[0], setup.embedder.model_name)

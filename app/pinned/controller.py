@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_200_OK
 from app.core.schemas import nfc_names
 from app.http.openapi import IMMUTABLE_MEMORY, NO_SUCH_MEMORY, error_responses
 from app.http.params import Conn, Offset, PageLimit, WalletRequest
-from app.memory.repository import MemoryFilter
+from app.memory.filters import MemoryFilter
 from app.memory.schemas import MemoryPage, memory_to_wire
 from app.pinned.schemas import PinIn, Pinned, Unpinned
 from app.pinned.service import PinnedService, pinned_id

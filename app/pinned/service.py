@@ -14,7 +14,7 @@ from uuid import UUID
 import asyncpg
 
 from app.core.errors import InvalidInput
-from app.memory.repository import MemoryFilter
+from app.memory.filters import MemoryFilter
 from app.memory.schemas import UpdateIn
 from app.memory.service import MemoryService
 from app.pinned.schemas import PinIn

@@ -14,7 +14,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app.memory.repository import LIVE
+from app.memory.sql import LIVE
 
 RETURNED = "r.id, r.source_id, r.target_id, r.relation_type, r.metadata, r.created_at"
 

@@ -21,7 +21,7 @@ from app.core.errors import (
     RelationNotFound,
     TargetMemoryNotFound,
 )
-from app.memory import repository as memory_repo
+from app.memory.repository import reads as memory_reads
 from app.memory.schemas import check_metadata
 from app.memory.service import parse_memory_id
 from app.relations import repository as repo
@@ -60,7 +60,7 @@ def parse_relation_types(raw: Sequence[str] | None) -> list[str] | None:
 class RelationService:
     async def _live_memory(self, conn: asyncpg.Connection, wallet: str, raw_id: str) -> UUID:
         memory_id = parse_memory_id(raw_id)
-        if not await memory_repo.get_many(conn, wallet, [memory_id]):
+        if not await memory_reads.get_many(conn, wallet, [memory_id]):
             raise MemoryNotFound(raw_id)
         return memory_id
 
@@ -86,7 +86,7 @@ class RelationService:
             raise InvalidInput("a memory cannot be related to itself", {"field": "target_id"})
         metadata = dict(body.metadata or {})
         check_metadata(metadata)
-        live = {r["id"] for r in await memory_repo.get_many(conn, wallet, [source_id, target_id])}
+        live = {r["id"] for r in await memory_reads.get_many(conn, wallet, [source_id, target_id])}
         if source_id not in live:
             raise MemoryNotFound(source_raw)
         if target_id not in live:

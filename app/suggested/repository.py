@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from app.memory.repository import COLUMNS, LIVE, RELATION_COUNT
+from app.memory.sql import COLUMNS, LIVE, RELATION_COUNT
 
 # exp() and power() raise "underflow" in PostgreSQL once the result rounds to 0; exponents are
 # capped where the value is already 0 to every printed digit.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from app.memory.repository import LIVE
+from app.memory.sql import LIVE
 
 
 async def tag_counts(

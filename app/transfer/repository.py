@@ -1,5 +1,5 @@
 """All SQL for export and import: a server-side cursor over a wallet's memories, the lookup of
-contents a wallet already holds (the insert is app/memory/repository.insert_many).
+contents a wallet already holds (the insert is app/memory/repository/writes.py insert_many).
 
 Every statement names the wallet (memories are hash-partitioned by user_id).
 """
@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator, Iterable
 
 import asyncpg
 
-from app.memory.repository import COLUMNS, LIVE, MemoryFilter, filter_sql
+from app.memory.filters import MemoryFilter
+from app.memory.sql import COLUMNS, LIVE, filter_sql
 
 # Not LIVE: a soft-deleted memory is still held (and exportable), an expired one is not.
 NOT_EXPIRED = "(m.expires_at IS NULL OR m.expires_at > now())"

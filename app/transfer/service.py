@@ -44,10 +44,11 @@ from app.core.errors import InvalidInput, RateLimitExceeded
 from app.core.schemas import parse_time
 from app.history import service as history
 from app.memory.dates import now_utc
-from app.memory.repository import KeptState, MemoryFields, MemoryFilter
+from app.memory.fields import KeptState, MemoryFields
+from app.memory.filters import MemoryFilter
 from app.memory.service import MemoryService
+from app.memory.settled import content_digest, insert_settled
 from app.memory.store import prepare_store
-from app.memory.writes import content_digest, insert_settled
 from app.transfer import repository as repo
 from app.transfer.schemas import DOCUMENTS, MAX_IMPORT_ITEMS, ImportIn, ImportItem
 

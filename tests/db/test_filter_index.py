@@ -14,7 +14,8 @@ import numpy as np
 from eth_account import Account
 
 from app.db.pool import create_pool
-from app.memory import repository as repo
+from app.memory.filters import MemoryFilter
+from app.memory.sql import filter_sql
 
 EACH, WANTED = 1500, 40
 
@@ -53,10 +54,10 @@ async def test_namespace_type_and_tags_meet_in_the_index(database_url: str) -> N
                 _rows(wallet),
             )
             await conn.execute("ANALYZE memories")
-            f = repo.MemoryFilter(
+            f = MemoryFilter(
                 wallet=wallet, namespace="team", memory_types=["decision"], tags=["shared"]
             )
-            sql = repo.filter_sql(f)
+            sql = filter_sql(f)
             async with conn.transaction():
                 await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
                 plan = await conn.fetchval(

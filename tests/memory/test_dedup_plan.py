@@ -18,10 +18,10 @@ from app.ai.embedders import EmbedResult
 from app.config import LOCAL_EMBED_DIMS
 from app.db.pool import asyncpg_dsn, create_pool
 from app.memory.dedup import DEDUP_SIMILARITY, _BatchPlan, merged_metadata
-from app.memory.repository import MemoryFields
+from app.memory.fields import MemoryFields
 from app.memory.schemas import MAX_METADATA_KEYS, MAX_TAGS, StoreIn
 from app.memory.service import MemoryService
-from app.memory.writes import content_digest
+from app.memory.settled import content_digest
 
 # Stand-ins for the stored memories the repository's lookups return: the plan only passes them on.
 STORED: Any = object()

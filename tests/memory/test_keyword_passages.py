@@ -1,5 +1,5 @@
 """keyword_match counts a word less in a memory of several passages (issue 37; app/memory/
-repository.py KEYWORD_FORMS): each word its IDF less ln(passages), passages = the memory's
+repository/recall.py KEYWORD_FORMS): each word its IDF less ln(passages), passages = the memory's
 distinct lexemes / PASSAGE_LEXEMES, at least 1. Checked by hand, then against the earlier form
 (ENGRAM_RECALL_KEYWORD_PASSAGES=0, the plain IDF sum) on the same memories: it brings in the
 short memory a long one outscored, gives a long memory's common words nothing, and leaves a
@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from app.memory.repository import PASSAGE_LEXEMES
+from app.memory.repository.recall import PASSAGE_LEXEMES
 from tests.support.api import auth
 
 EARLIER = {"keyword_passages": False}

@@ -12,7 +12,8 @@ import pytest
 from eth_account import Account
 
 from app.db.pool import create_pool
-from app.memory import repository as repo
+from app.memory.filters import MemoryFilter
+from app.memory.repository import recall as repo
 
 COMMON_ONLY, RARE, RAREST_COMMON, BAIT = 190, 3, 30, 12
 
@@ -63,7 +64,7 @@ async def _candidates(conn, wallet: str, query: str, exact: bool) -> dict[str, f
     async with conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         rows, hits = await repo.recall_candidates(
-            conn, repo.MemoryFilter(wallet=wallet), _query_vector(), query, 10, exact, 2001
+            conn, MemoryFilter(wallet=wallet), _query_vector(), query, 10, exact, 2001
         )
     assert hits == 10
     return {r["content"]: float(r["keyword_match"]) for r in rows}

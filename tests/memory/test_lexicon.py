@@ -11,7 +11,8 @@ import pytest
 from eth_account import Account
 
 from app.db.pool import create_pool
-from app.memory import repository as repo
+from app.memory.filters import MemoryFilter
+from app.memory.repository import recall as repo
 
 CONTENTS = [
     "apple orchard in spring",
@@ -47,7 +48,7 @@ async def wallet_conn(database_url: str):
 
 async def _lexicon(conn, wallet: str, query: str) -> repo.Lexicon:
     rows, _ = await repo.recall_candidates(
-        conn, repo.MemoryFilter(wallet=wallet), np.ones(384, np.float32) / np.sqrt(384),
+        conn, MemoryFilter(wallet=wallet), np.ones(384, np.float32) / np.sqrt(384),
         query, 10, True, 2001,
     )  # fmt: skip
     return repo.lexicon_of(rows)

@@ -1,5 +1,5 @@
 """The console's namespace list: the names of the namespaces holding a live memory, in order,
-read by a skip scan (repository.namespace_names)."""
+read by a skip scan (repository/reads.py namespace_names)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncpg
 from eth_account.signers.local import LocalAccount
 from litestar.testing import AsyncTestClient
 
-from app.memory import repository
+from app.memory.repository import reads
 from tests.support.api import auth, store_memory
 
 
@@ -32,8 +32,8 @@ async def test_live_namespaces_only_in_order(
             " WHERE user_id = $1 AND namespace = 'expired'",
             wallet.address.lower(),
         )
-        names = await repository.namespace_names(conn, wallet.address.lower())
-        counted = [r["name"] for r in await repository.namespaces(conn, wallet.address.lower())]
+        names = await reads.namespace_names(conn, wallet.address.lower())
+        counted = [r["name"] for r in await reads.namespaces(conn, wallet.address.lower())]
     finally:
         await conn.close()
     assert names == ["alpha", "zoo"]

@@ -1,5 +1,5 @@
 """The nearest-duplicate lookup: a batch measured against the wallet's rows read once finds, for
-every item, what one lookup per item finds (app/memory/repository.py `nearest_each`)."""
+every item, what one lookup per item finds (app/memory/repository/dedup.py `nearest_each`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from eth_account import Account
 from litestar.testing import AsyncTestClient
 
 from app.db.pool import create_pool
-from app.memory import repository as repo
+from app.memory.repository import dedup as repo
 from tests.support.api import auth
 
 

@@ -16,7 +16,9 @@ from pgvector.asyncpg import register_vector
 
 from app.ai.embedders import LocalMiniLMEmbedder
 from app.memory import recall as memory_recall
-from app.memory import repository as memory_repository
+from app.memory.filters import MemoryFilter
+from app.memory.repository import reads as memory_reads
+from app.memory.repository import recall as memory_repository
 from tests.support.api import auth, store_memory
 from tests.support.facts import FACTS
 
@@ -349,7 +351,7 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
     calls: list[str] = []
     real_within = memory_repository.exact_candidates_within
     real_candidates = memory_repository.recall_candidates
-    real_count = memory_repository.count_up_to
+    real_count = memory_reads.count_up_to
 
     async def within(*args: object, **kwargs: object) -> object:
         found = await real_within(*args, **kwargs)  # type: ignore[arg-type]
@@ -366,7 +368,7 @@ async def test_small_wallet_is_scanned_exactly_in_one_query(
 
     monkeypatch.setattr(memory_repository, "exact_candidates_within", within)
     monkeypatch.setattr(memory_repository, "recall_candidates", candidates)
-    monkeypatch.setattr(memory_repository, "count_up_to", count)
+    monkeypatch.setattr(memory_reads, "count_up_to", count)
     wallet = Account.create()
     for fact in FACTS[:5]:
         await store_memory(client, wallet, fact)
@@ -393,7 +395,7 @@ async def six_memories(client: AsyncTestClient, database_url: str):
     for fact in FACTS[:6]:
         await store_memory(client, wallet, fact, namespace="capped")
     conn = await _db(database_url)
-    yield conn, memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
+    yield conn, MemoryFilter(wallet=wallet.address.lower(), namespace="capped")
     await conn.close()
 
 
@@ -412,10 +414,10 @@ async def test_the_exact_scan_within_a_cap_is_the_exact_scan(six_memories) -> No
 
 async def test_count_up_to_stops_at_the_cap(six_memories) -> None:
     conn, f = six_memories
-    assert await memory_repository.count_up_to(conn, f, 4) == 4
-    assert await memory_repository.count_up_to(conn, f, 100) == 6
+    assert await memory_reads.count_up_to(conn, f, 4) == 4
+    assert await memory_reads.count_up_to(conn, f, 100) == 6
     f.namespace = "other"
-    assert await memory_repository.count_up_to(conn, f, 100) == 0
+    assert await memory_reads.count_up_to(conn, f, 100) == 0
 
 
 async def test_recall_commits_without_waiting_for_the_wal_unless_paid_by_x402(
@@ -491,7 +493,7 @@ async def test_the_exact_scan_reads_the_filtered_rows_once(
             return await conn.fetch(sql, *args)
 
     try:
-        f = memory_repository.MemoryFilter(wallet=wallet.address.lower(), namespace="once")
+        f = MemoryFilter(wallet=wallet.address.lower(), namespace="once")
         vector = (await LocalMiniLMEmbedder().embed(["garden"])).vectors[0]
         for exact in (True, False):
             rows, hits = await memory_repository.recall_candidates(

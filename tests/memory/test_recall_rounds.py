@@ -15,7 +15,6 @@ from litestar.testing import AsyncTestClient
 from pgvector.asyncpg import register_vector
 
 from app.config import LOCAL_EMBED_DIMS
-from app.memory import repository as memory_repository
 from app.memory.dates import (
     DateSpan,
     EventTime,
@@ -24,6 +23,8 @@ from app.memory.dates import (
     explicit_dates,
     query_window,
 )
+from app.memory.filters import MemoryFilter
+from app.memory.repository import recall as memory_repository
 from app.memory.scoring import CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP
 from tests.support.api import auth, store_memory
 
@@ -333,7 +334,7 @@ async def test_a_continuation_is_looked_for_among_the_next_memories_of_the_names
     conn = await asyncpg.connect(database_url)
     await register_vector(conn)
     try:
-        f = memory_repository.MemoryFilter(wallet=wallet.address.lower())
+        f = MemoryFilter(wallet=wallet.address.lower())
         rows = await memory_repository.second_round_candidates(
             conn, f, [ids[0]], np.ones(LOCAL_EMBED_DIMS, np.float32), "sister", {},
             CONTINUATION_FOLLOW, CONTINUATION_MAX_GAP,

@@ -40,10 +40,10 @@ EXCEPTIONS: dict[str, str] = {
     "app.db.settings_repository.citus_installed": "start-up: which session settings the pool takes",
     "app.db.settings_repository.commit_without_waiting_for_flush": "SET LOCAL, no table",
     "app.db.settings_repository.plan_for_the_parameters": "SET LOCAL, no table",
-    "app.memory.repository.wallets_embedded_otherwise": (
+    "app.memory.repository.reembed.wallets_embedded_otherwise": (
         "`engram reembed`, after a model switch: which wallets it has left to do"
     ),
-    "app.memory.repository.wallets_after": (
+    "app.memory.repository.reembed.wallets_after": (
         "`engram reembed`'s passage pass: which wallets it has left to do"
     ),
     "app.auth.repository.sweep_expired_nonces": "the timer's sweep, off the request path",
@@ -61,8 +61,15 @@ AUDIT_DIR = "ENGRAM_SQL_AUDIT_DIR"
 
 def repository_modules() -> Iterator[Any]:
     for info in pkgutil.walk_packages(app.__path__, "app."):
-        if info.name.endswith(".repository"):
+        if is_repository(info.name):
             yield importlib.import_module(info.name)
+
+
+def is_repository(name: str) -> bool:
+    """A module named `repository` or `*_repository`, or any module of a `repository` package
+    (app/memory/repository/)."""
+    *packages, last = name.split(".")
+    return last == "repository" or last.endswith("_repository") or "repository" in packages
 
 
 def repository_functions() -> dict[str, Any]:

@@ -26,9 +26,10 @@ from memoclaw.types import ExportResponse, Memory
 from app.config import LOCAL_EMBED_DIMS
 from app.core.errors import RateLimitExceeded
 from app.db.pool import create_pool
-from app.memory import repository as memory_repo
-from app.memory.repository import KeptState, MemoryFields, MemoryFilter, NewMemory
-from app.memory.writes import content_digest
+from app.memory.fields import KeptState, MemoryFields, NewMemory
+from app.memory.filters import MemoryFilter
+from app.memory.repository import writes as memory_writes
+from app.memory.settled import content_digest
 from app.transfer.controller import IMPORTS_PER_MINUTE
 from app.transfer.schemas import MAX_IMPORT_ITEMS
 from app.transfer.service import ImportLane, Pacer, TransferService
@@ -135,7 +136,7 @@ async def _insert_directly(pool: asyncpg.Pool, wallet: str, memories: list[Sourc
     ]  # fmt: skip
     async with pool.acquire() as conn, conn.transaction():
         for start in range(0, len(new), 1000):
-            await memory_repo.insert_many(conn, new[start : start + 1000])
+            await memory_writes.insert_many(conn, new[start : start + 1000])
 
 
 async def _export(client: AsyncTestClient, account, **params: Any) -> dict[str, Any]:

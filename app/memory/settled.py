@@ -1,6 +1,7 @@
-"""A memory's row as every write makes it: a new memory (`new_memory`) or a new content's columns
-(`content_columns`), inserted or applied once the namespace guard settled its provenance and
-flags (app/guard/service.py), with a long memory's passages (`store_passages`)."""
+"""A memory's row as every write makes it, new (`new_memory`) or with a new content
+(`content_columns`), written once the namespace guard settled its provenance and flags
+(app/guard/service.py): `insert_settled`, `update_settled`, with a long memory's passages
+(`store_passages`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import numpy as np
 
 from app.ai.embedders import Embedder, tails_of
 from app.guard import service as guard
-from app.memory import repository as repo
-from app.memory.repository import KeptState, MemoryFields, NewMemory
+from app.memory.fields import KeptState, MemoryFields, NewMemory
+from app.memory.repository import writes as repo
 from app.memory.schemas import DEFAULT_IMPORTANCE
 
 
