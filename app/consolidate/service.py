@@ -8,7 +8,8 @@
 - Pinned and immutable memories are never deleted (nor, if immutable, changed); dry_run reports
   what would happen and writes nothing.
 - History: each folded-away memory gets a `consolidate` row naming the memory it was merged into;
-  a rule-mode keeper gets one with the ids it absorbed and what changed (its tags).
+  a rule-mode keeper gets one with the ids it absorbed and what changed (its tags). Memory's
+  service writes the memories and records these (MemoryService.fold, create_without_dedup).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from app.consolidate.schemas import ConsolidateIn
 from app.history import service as history
 from app.memory.fields import MemoryFields
 from app.memory.repository import reads as memory_reads
-from app.memory.repository import writes as memory_writes
 from app.memory.schemas import MAX_TAGS
 from app.memory.service import MemoryService
 from app.relations import repository as relations_repo
@@ -50,22 +50,11 @@ class Writes:
     supersedes: list[tuple[UUID, UUID]] = field(default_factory=list)
     derived_from: list[tuple[UUID, UUID]] = field(default_factory=list)
 
-    async def apply(self, conn: asyncpg.Connection, wallet: str) -> None:
-        if self.metadata:
-            await memory_writes.set_metadata_many(conn, wallet, self.metadata)
+    async def apply(self, conn: asyncpg.Connection, wallet: str, memories: MemoryService) -> None:
         await relations_repo.create_many(conn, wallet, self.supersedes, "supersedes")
         await relations_repo.create_many(conn, wallet, self.derived_from, "derived_from")
-        deleted = []
-        if self.deletions:
-            deleted = await memory_writes.soft_delete(conn, wallet, list(self.deletions))
-        folded = (
-            history.Change(
-                memory_id, "consolidate",
-                {"merged_into": str(self.deletions[memory_id]), **history.DELETED},
-            )
-            for memory_id in deleted
-        )  # fmt: skip
-        await history.record(conn, wallet, [*self.kept, *folded])
+        # the memories' changes, and their history, through memory's service
+        await memories.fold(conn, wallet, self.metadata, self.deletions, self.kept)
 
 
 def _tags(row: asyncpg.Record) -> list[str]:
@@ -122,7 +111,7 @@ class ConsolidateService:
                 members = [group[i] for i in cluster.members]
                 await self._fold(conn, wallet, members, cluster, req, report, writes)
         if not req.dry_run:
-            await writes.apply(conn, wallet)
+            await writes.apply(conn, wallet, self.memories)
         return report
 
     async def _fold(

@@ -1,6 +1,6 @@
 """Reading and changing stored memories: by id or key, counting a use, lists, counts and search;
-update (one, or a batch item by item), delete and restore, each change recorded in history.
-New memories are app/memory/store.py's."""
+update (one, or a batch item by item), delete and restore, and a consolidation's folds, each
+change recorded in history. New memories are app/memory/store.py's."""
 
 from __future__ import annotations
 
@@ -246,6 +246,33 @@ async def _key_free(
     holder = await reads.holding_key(conn, wallet, namespace, key)
     if holder is not None and holder["id"] != memory["id"]:
         raise KeyTaken(key, namespace)
+
+
+async def fold(
+    conn: asyncpg.Connection,
+    wallet: str,
+    retagged: dict[UUID, dict[str, Any]],
+    merged_into: dict[UUID, UUID],
+    kept: list[history.Change],
+) -> None:
+    """A consolidation's changes to memories (app/consolidate/service.py), with their history in
+    one statement: the keepers' new metadata (`retagged`; an immutable memory keeps its own), and
+    each memory of `merged_into` soft-deleted (an immutable one stays) and recorded as a
+    `consolidate` change naming the memory it went into, after the keepers' own changes
+    (`kept`)."""
+    if retagged:
+        await writes.set_metadata_many(conn, wallet, retagged)
+    deleted = []
+    if merged_into:
+        deleted = await writes.soft_delete(conn, wallet, list(merged_into))
+    folded = (
+        history.Change(
+            memory_id, "consolidate",
+            {"merged_into": str(merged_into[memory_id]), **history.DELETED},
+        )
+        for memory_id in deleted
+    )  # fmt: skip
+    await history.record(conn, wallet, [*kept, *folded])
 
 
 async def delete_many(

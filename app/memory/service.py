@@ -148,6 +148,17 @@ class MemoryService:
         """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
         return await store.create_without_dedup(self, conn, wallet, fields, history_action)
 
+    async def insert(
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        new: list[NewMemory],
+        history_action: history.Action = "create",
+    ) -> list[asyncpg.Record]:
+        """New memories exactly as given (made with `new_memory`), without dedup, each recorded
+        in history as `history_action` (an import's chunks)."""
+        return await store.insert(self, conn, wallet, new, history_action)
+
     def new_memory(
         self,
         wallet: str,
@@ -250,6 +261,18 @@ class MemoryService:
         self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]
     ) -> list[dict[str, Any]]:
         return await crud.delete_many(conn, wallet, raw_ids)
+
+    async def fold(
+        self,
+        conn: asyncpg.Connection,
+        wallet: str,
+        retagged: dict[UUID, dict[str, Any]],
+        merged_into: dict[UUID, UUID],
+        kept: list[history.Change],
+    ) -> None:
+        """A consolidation's changes: the keepers' new metadata, the folded-away memories
+        deleted, and the history of both (`kept`: the keepers' changes)."""
+        await crud.fold(conn, wallet, retagged, merged_into, kept)
 
     # ---- recall (recall.py) ----------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Storing memories, each recorded in history: one item (`store`), a keyed one as a new version of
-the memory holding its key (`upsert_by_key`), a batch (`store_batch`), and a memory exactly as
-given (`create_without_dedup`). An item is checked into MemoryFields here (`prepare_store`);
-what it then becomes, new or merged into a duplicate, is app/memory/dedup.py's."""
+the memory holding its key (`upsert_by_key`), a batch (`store_batch`), and memories exactly as
+given (`create_without_dedup`, `insert`). An item is checked into MemoryFields here
+(`prepare_store`); what it then becomes, new or merged into a duplicate, is app/memory/dedup.py's.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from app.infra.metrics import phase
 from app.memory.actor import check_owner_only
 from app.memory.dates import event_time, now_utc
 from app.memory.dedup import StoreOutcome, merge_tags, store_deduplicated
-from app.memory.fields import MemoryFields
+from app.memory.fields import MemoryFields, NewMemory
 from app.memory.repository import reads, writes
 from app.memory.schemas import (
     DEFAULT_MEMORY_TYPE,
@@ -156,8 +157,7 @@ async def upsert_by_key(
     if current is None:
         embedded = await setup.embedder.embed([fields.content])
         new = new_memory(wallet, fields, embedded.vectors[0], setup.embedder.model_name)
-        [row] = await insert_settled(conn, wallet, [new], setup.passage_embedder)
-        await history.record(conn, wallet, [history.created(row, action)])
+        [row] = await insert(setup, conn, wallet, [new], action)
         return StoreOutcome(row, False), embedded.tokens
     if current["immutable"]:
         raise MemoryImmutable(current["id"], "changed")
@@ -282,6 +282,20 @@ async def create_without_dedup(
     """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
     embedded = await setup.embedder.embed([fields.content])
     new = new_memory(wallet, fields, embedded.vectors[0], setup.embedder.model_name)
-    [row] = await insert_settled(conn, wallet, [new], setup.passage_embedder)
-    await history.record(conn, wallet, [history.created(row, history_action)])
+    [row] = await insert(setup, conn, wallet, [new], history_action)
     return row, embedded.tokens
+
+
+async def insert(
+    setup: StoreSetup,
+    conn: asyncpg.Connection,
+    wallet: str,
+    new: list[NewMemory],
+    history_action: history.Action,
+) -> list[asyncpg.Record]:
+    """New memories exactly as given, without dedup, inserted once the namespace guard settled
+    them (with a long one's passages), each recorded in history as `history_action`; an
+    import's chunks, embedded by the import itself."""
+    rows = await insert_settled(conn, wallet, new, setup.passage_embedder)
+    await history.record(conn, wallet, [history.created(r, history_action) for r in rows])
+    return rows

@@ -42,12 +42,11 @@ import numpy as np
 from app.ai.embedders import EmbedResult
 from app.core.errors import InvalidInput, RateLimitExceeded
 from app.core.schemas import parse_time
-from app.history import service as history
 from app.memory.dates import now_utc
 from app.memory.fields import KeptState, MemoryFields
 from app.memory.filters import MemoryFilter
 from app.memory.service import MemoryService
-from app.memory.settled import content_digest, insert_settled
+from app.memory.settled import content_digest
 from app.memory.store import prepare_store
 from app.transfer import repository as repo
 from app.transfer.schemas import DOCUMENTS, MAX_IMPORT_ITEMS, ImportIn, ImportItem
@@ -348,16 +347,11 @@ class TransferService:
                 pacer.resume()  # waiting for the embedding was not this flow's work
                 if i + 1 < len(chunks):
                     pending = embed(chunks[i + 1])
-                rows = await insert_settled(
-                    conn,
-                    wallet,
-                    [
-                        self.memories.new_memory(wallet, p.fields, vector, p.kept)
-                        for p, vector in zip(chunk, embedded.vectors, strict=True)
-                    ],
-                    self.memories.passage_embedder,
-                )
-                await history.record(conn, wallet, [history.created(r, "import") for r in rows])
+                new = [
+                    self.memories.new_memory(wallet, p.fields, vector, p.kept)
+                    for p, vector in zip(chunk, embedded.vectors, strict=True)
+                ]
+                await self.memories.insert(conn, wallet, new, "import")  # recorded in history
                 await pacer.rest()  # the writes take CPU too
         finally:
             if not pending.done():
