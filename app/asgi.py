@@ -62,6 +62,7 @@ from app.ingest.service import IngestService
 from app.mcp.http import McpEndpoint
 from app.memory.controller import MemoryController
 from app.memory.history_controller import HistoryController
+from app.memory.quarantine_controller import QuarantineController
 from app.memory.service import MemoryService, Rerank
 from app.payments.capture import capture_paid_response, mark_paid_call
 from app.payments.channels import build_channels
@@ -293,6 +294,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             TransferController,
             GrantController,
             GuardController,
+            QuarantineController,
             AgentController,
             UsageController,
             mcp.route,

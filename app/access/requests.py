@@ -18,6 +18,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from app.access.rules import COVERED_ROUTES, OWNER, Actor, kept_to
+from app.core import provenance
 from app.core.contract import DEFAULT_NAMESPACE
 from app.core.errors import Forbidden
 from app.core.request_values import MEMORY_OWNER_HEADER, WALLET_OWNER_HEADER
@@ -27,7 +28,6 @@ from app.history import service as history
 from app.http.markers import serves_for_owner
 from app.http.params import WalletRequest
 from app.http.state import state_of
-from app.memory import provenance
 
 
 def owner_named(request: WalletRequest) -> str | None:

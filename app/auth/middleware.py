@@ -33,12 +33,12 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from app.auth.session import SessionTokenError, SessionTokens, check_not_revoked
 from app.auth.signature import WalletAuthError, WalletVerifier
 from app.auth.siwx import SIWX_HEADER, SiwxVerifier, origin_of
+from app.core import provenance
 from app.core.errors import Forbidden, PartUnavailable, Unauthorized
 from app.core.request_values import WALLET_OWNER_HEADER, Delegation
 from app.db.errors import CONNECT_FAILURES
 from app.http.markers import PUBLIC_OPT_KEY, price_of
 from app.http.state import state_of
-from app.memory import provenance
 
 WALLET_HEADER = "x-wallet-auth"
 SURFACE_HEADER = "x-engram-surface"
@@ -78,7 +78,7 @@ class WalletAuthMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         scope["user"] = await self._identify(scope)
-        # what the request came through, as the caller says (app/memory/provenance.py): MCP and
+        # what the request came through, as the caller says (app/core/provenance.py): MCP and
         # the plugins' hooks name themselves; anything else is REST
         surface = Headers.from_scope(scope).get(SURFACE_HEADER, "").strip().lower()
         provenance.begin("mcp" if surface == "mcp" else "hook" if surface == "hook" else "rest")
@@ -165,7 +165,7 @@ class WalletAuthMiddleware(ASGIMiddleware):
 
 def origin_of_request(scope: Scope, public_url: str | None) -> str:
     """ENGRAM_PUBLIC_URL's origin, else the one the request was sent to (its Host header, and
-    its scheme: X-Forwarded-Proto only from ENGRAM_TRUSTED_PROXIES' peers, app/cli.py). For
+    its scheme: X-Forwarded-Proto only from ENGRAM_TRUSTED_PROXIES' peers, app/cli/serve.py). For
     Sign-In-With-X (its nonce was issued here) and the console's same-origin checks; an agent
     key's delegation never names a Host header's origin (app/agents/service.py server_origin)."""
     if public_url:

@@ -26,11 +26,10 @@ from app.console.pages import (
     see_other,
 )
 from app.core.errors import InvalidInput
-from app.guard import service as guard
 from app.history import service as history
 from app.http.body import takes_form
 from app.http.params import Conn
-from app.memory.repository import LIST_SORTS, ListOrder
+from app.memory.filters import LIST_SORTS, ListOrder
 from app.memory.schemas import (
     MAX_RECALL_QUERY_CHARS,
     MemoryType,
@@ -196,12 +195,12 @@ class ConsoleMemoriesController(Controller):
 
     @post("/memories/{memory_id:str}/approve", status_code=HTTP_303_SEE_OTHER, opt=takes_form())
     async def approve(
-        self, conn: Conn, session: Session, memory_id: FromPath[str],
+        self, conn: Conn, session: Session, memory_service: Memories, memory_id: FromPath[str],
         data: Annotated[CsrfForm, Form],
     ) -> Redirect:  # fmt: skip
-        """Release a memory held for review (app/guard/service.py), recorded in its history."""
+        """Release a memory held for review (app/memory/crud.py approve), recorded in history."""
         check_csrf(session, data.csrf_token)
-        row = await guard.approve(conn, session.wallet, parse_memory_id(memory_id))
+        row = await memory_service.approve(conn, session.wallet, parse_memory_id(memory_id))
         return see_other(f"/console/memories/{row['id']}")
 
     @get("/memories/{memory_id:str}/delete")

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
+from app.core.provenance import Source
 from app.core.schemas import Name, OptionalName, StrictStruct
-from app.memory.provenance import Source
 from app.memory.schemas import MAX_RECALL_QUERY_CHARS, RecalledMemory
 
 MaxMemories = Annotated[int, Meta(ge=1, le=100)]

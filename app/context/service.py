@@ -16,11 +16,11 @@ from typing import Any
 
 import asyncpg
 
+from app.access.rules import OWNER, Actor
 from app.ai.facts import CONTEXT_CLOSE, CONTEXT_OPEN, FactModel, looks_like_injection
 from app.ai.tokens import count_tokens
 from app.context.schemas import ContextIn
 from app.core.schemas import iso
-from app.memory.actor import OWNER, Actor
 from app.memory.schemas import RecallIn
 from app.memory.service import MemoryService, Recalled
 

@@ -1,13 +1,14 @@
-"""HTTP for namespace guards: read and set a namespace's mode, approve a quarantined memory.
+"""HTTP for namespace guards: read and set a namespace's mode (approving a quarantined memory is
+memory's: app/memory/quarantine_controller.py).
 
-All three are the owner's: a grantee or an agent key reaches none of them (no route here acts
-for an owner, so app/access/requests.py `only_where_grants_reach` answers 403)."""
+Both are the owner's: a grantee or an agent key reaches neither (no route here acts for an
+owner, so app/access/requests.py `only_where_grants_reach` answers 403)."""
 
 from __future__ import annotations
 
 from typing import cast
 
-from litestar import Controller, get, post, put
+from litestar import Controller, get, put
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
@@ -16,10 +17,7 @@ from app.core.schemas import MAX_NAME_CHARS, nfc_names
 from app.guard import service as guard
 from app.guard.schemas import GuardAnswer, GuardIn
 from app.guard.service import GuardMode
-from app.http.openapi import NO_SUCH_MEMORY, error_responses
 from app.http.params import Conn, WalletRequest
-from app.memory.schemas import Memory, memory_to_wire
-from app.memory.service import parse_memory_id
 
 
 def _namespace(raw: str) -> str:
@@ -54,13 +52,3 @@ class GuardController(Controller):
         name = _namespace(namespace)
         await guard.set_mode(conn, request.user, name, data.mode)
         return GuardAnswer(name, data.mode)
-
-    @post(
-        "/memories/{memory_id:str}/approve",
-        status_code=HTTP_200_OK,
-        responses=error_responses(not_found=NO_SUCH_MEMORY),
-    )
-    async def approve(self, request: WalletRequest, conn: Conn, memory_id: FromPath[str]) -> Memory:
-        """Release a quarantined memory: recall returns it from now on (recorded in history)."""
-        row = await guard.approve(conn, request.user, parse_memory_id(memory_id))
-        return memory_to_wire(row)

@@ -1,13 +1,9 @@
-"""All SQL of namespace guards: each namespace's mode (off, flag, refuse, review), and approving
-a quarantined memory. Keyed by the wallet, as every statement."""
+"""All SQL of namespace guards: each namespace's mode (off, flag, refuse, review). Keyed by the
+wallet, as every statement."""
 
 from __future__ import annotations
 
-from uuid import UUID
-
 import asyncpg
-
-from app.memory.sql import COLUMNS, LIVE
 
 
 async def modes(conn: asyncpg.Connection, wallet: str, namespaces: list[str]) -> dict[str, str]:
@@ -27,23 +23,3 @@ async def set_mode(conn: asyncpg.Connection, wallet: str, namespace: str, mode: 
            DO UPDATE SET mode = $3, updated_at = EXCLUDED.updated_at""",
         wallet, namespace, mode,
     )  # fmt: skip
-
-
-async def approve(
-    conn: asyncpg.Connection, wallet: str, memory_id: UUID
-) -> tuple[asyncpg.Record | None, bool]:
-    """Release a quarantined memory of the wallet: (the memory, whether it was quarantined);
-    (None, False) when the wallet has no such live memory."""
-    row = await conn.fetchrow(
-        f"""WITH released AS (
-                UPDATE memories m SET quarantined = false, updated_at = now()
-                WHERE m.id = $1 AND m.user_id = $2 AND m.quarantined AND {LIVE}
-                RETURNING {COLUMNS}
-            )
-            SELECT *, true AS released FROM released
-            UNION ALL
-            SELECT {COLUMNS}, false FROM memories m
-            WHERE m.id = $1 AND m.user_id = $2 AND {LIVE} AND NOT EXISTS (SELECT FROM released)""",
-        memory_id, wallet,
-    )  # fmt: skip
-    return (row, bool(row["released"])) if row is not None else (None, False)

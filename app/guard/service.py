@@ -8,24 +8,22 @@ store-time classifier flags, and with memories others write into it.
 - `review`: as `flag`, and a memory a grantee or an agent key writes is quarantined: no recall
   returns it until the owner approves it (POST /v1/memories/{id}/approve, or the console).
 
-Every new memory passes through `settle` just before it is inserted: it gets its provenance
-(app/memory/provenance.py) and its flags here. No HTTP types here.
+Every new memory's content passes through `screen` just before it is inserted, and every changed
+one through `screen_change`: memory's writes (app/memory/settled.py) ask, and apply the verdict.
+Releasing a quarantined memory is memory's (app/memory/crud.py `approve`). No HTTP types here.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
-from uuid import UUID
 
 import asyncpg
 
-from app.core.errors import MemoryNotFound, MemoryRefused
+from app.core.errors import MemoryRefused
+from app.core.provenance import WRITING
 from app.guard import repository as repo
 from app.guard.classifier import classify
-from app.history import service as history
-from app.memory.fields import NewMemory
-from app.memory.provenance import WRITING
 
 GuardMode = Literal["off", "flag", "refuse", "review"]
 GUARD_MODES: tuple[str, ...] = get_args(GuardMode)
@@ -37,41 +35,42 @@ def flags_of(content: str) -> list[dict[str, str]]:
     return [asdict(f) for f in classify(content)]
 
 
-def _provenance(wallet: str, new: NewMemory) -> None:
-    """A new memory's source, writer and surface: what it carries (an import), else the
-    request's. A grantee's content is `api` whatever it says (app/memory/provenance.py)."""
-    writing, fields = WRITING.get(), new.fields
-    new.written_by = fields.written_by or writing.written_by or wallet
-    new.writer = fields.writer or writing.writer
-    new.surface = fields.surface or writing.surface
-    new.source = "api" if writing.writer == "grantee" else fields.source or "api"
+@dataclass
+class Verdict:
+    """What a namespace's guard says of one new memory: the flags it is stored with, and whether
+    it waits for the owner's approval."""
+
+    flags: list[dict[str, str]]
+    quarantined: bool = False
 
 
-async def settle(conn: asyncpg.Connection, wallet: str, new: list[NewMemory]) -> None:
-    """Provenance and flags of memories about to be inserted, as their namespaces' guards say:
-    their flags dropped (off), the request refused (refuse), or quarantined when a grantee or an
-    agent key writes them (review). Reads the guards only when a memory is flagged or someone
-    other than the owner writes: an ordinary store costs no statement more."""
-    for n in new:
-        _provenance(wallet, n)
-        n.flags = flags_of(n.fields.content)
+async def screen(
+    conn: asyncpg.Connection, wallet: str, contents: list[tuple[str, str]]
+) -> list[Verdict]:
+    """The verdicts on memories about to be inserted, each given as (namespace, content), as
+    their namespaces' guards say: their flags dropped (off), the request refused (refuse), or
+    quarantined when a grantee or an agent key writes them (review). Reads the guards only when
+    a memory is flagged or someone other than the owner writes: an ordinary store costs no
+    statement more."""
+    verdicts = [Verdict(flags_of(content)) for _, content in contents]
     by_others = WRITING.get().writer != "owner"
-    if not by_others and not any(n.flags for n in new):
-        return
-    set_modes = await repo.modes(conn, wallet, sorted({n.fields.namespace for n in new}))
-    for i, n in enumerate(new):
-        mode = set_modes.get(n.fields.namespace, DEFAULT_MODE)
+    if not by_others and not any(v.flags for v in verdicts):
+        return verdicts
+    set_modes = await repo.modes(conn, wallet, sorted({namespace for namespace, _ in contents}))
+    for i, ((namespace, _), verdict) in enumerate(zip(contents, verdicts, strict=True)):
+        mode = set_modes.get(namespace, DEFAULT_MODE)
         if mode == "off":
-            n.flags = []
-        elif mode == "refuse" and n.flags:
+            verdict.flags = []
+        elif mode == "refuse" and verdict.flags:
             raise MemoryRefused(
-                n.fields.namespace, n.flags, f"memories[{i}]." if len(new) > 1 else ""
+                namespace, verdict.flags, f"memories[{i}]." if len(contents) > 1 else ""
             )
         elif mode == "review" and by_others:
-            n.quarantined = True
+            verdict.quarantined = True
+    return verdicts
 
 
-async def settle_change(
+async def screen_change(
     conn: asyncpg.Connection, wallet: str, namespace: str, changes: dict[str, Any]
 ) -> None:
     """Changes to a stored memory (`changes`: its columns, a new content's `flags` among them),
@@ -101,17 +100,3 @@ async def set_mode(conn: asyncpg.Connection, wallet: str, namespace: str, mode: 
 
 async def mode_of(conn: asyncpg.Connection, wallet: str, namespace: str) -> str:
     return (await repo.modes(conn, wallet, [namespace])).get(namespace, DEFAULT_MODE)
-
-
-async def approve(conn: asyncpg.Connection, wallet: str, memory_id: UUID) -> asyncpg.Record:
-    """Release a quarantined memory (the owner's act), recorded in its history; approving one
-    that is not quarantined changes nothing. Another wallet's memory is not found."""
-    row, released = await repo.approve(conn, wallet, memory_id)
-    if row is None:
-        raise MemoryNotFound(memory_id)
-    if released:
-        change = history.Change(
-            row["id"], "update", {"quarantined": {"before": True, "after": False}, "approved": True}
-        )
-        await history.record(conn, wallet, [change])
-    return row

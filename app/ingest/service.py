@@ -17,13 +17,14 @@ from uuid import UUID
 import asyncpg
 
 from app.ai.facts import Fact, FactModel, Message, salient_tags
+from app.core.contract import DEFAULT_NAMESPACE
 from app.core.errors import InvalidInput
+from app.core.provenance import source_of_role
 from app.core.schemas import iso, parse_time
 from app.ingest.schemas import MAX_SECTION_CHARS, ConversationIn, FileIn
 from app.memory.dates import explicit_dates
-from app.memory.provenance import source_of_role
 from app.memory.repository import reads as memory_reads
-from app.memory.schemas import DEFAULT_NAMESPACE, StoreIn
+from app.memory.schemas import StoreIn
 from app.memory.service import MemoryService, StoreOutcome
 from app.relations import repository as relations_repo
 
@@ -99,7 +100,7 @@ _WORDS = re.compile(r"\w+")
 
 
 def source_of_fact(fact: str, messages: list[Message]) -> str:
-    """A fact's source: the role of the message it was drawn from (app/memory/provenance.py),
+    """A fact's source: the role of the message it was drawn from (app/core/provenance.py),
     the one sharing most of its words; `extract` when none or two roles tie."""
     words = set(_WORDS.findall(fact.casefold()))
     shared: dict[str, int] = {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import msgspec
 
-from app.access.rules import OWNER as OWNER
 from app.access.rules import Actor
 from app.core.errors import Forbidden
 from app.memory.schemas import StoreIn, UpdateIn

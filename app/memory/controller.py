@@ -22,8 +22,11 @@ from litestar.params import (
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.access.requests import acting_agent, owner_named, reached
+from app.access.rules import OWNER, Actor
 from app.core import contract
+from app.core.contract import DEFAULT_NAMESPACE
 from app.core.errors import Forbidden, MemoryNotFound
+from app.core.provenance import WRITING
 from app.core.schemas import absent_if_none, iso
 from app.grants.schemas import Access
 from app.grants.service import GrantService
@@ -37,11 +40,9 @@ from app.http.openapi import (
 )
 from app.http.params import Conn, MaybeWalletRequest, Offset, PageLimit, WalletRequest
 from app.http.transaction import relax_commit, request_transaction
-from app.memory.actor import OWNER, Actor
-from app.memory.provenance import WRITING
-from app.memory.repository import ListOrder, ListSort, MemoryFilter
+from app.memory.filters import ListOrder, ListSort, MemoryFilter
+from app.memory.ports import LinkedRelations
 from app.memory.schemas import (
-    DEFAULT_NAMESPACE,
     MAX_SEARCH_QUERY_CHARS,
     BatchUpdateAnswer,
     BatchUpdateError,
@@ -72,14 +73,13 @@ from app.memory.schemas import (
     TypeCount,
     UpdatedMemory,
     UpdateIn,
+    linked_to_wire,
     memory_fields,
     memory_to_wire,
     recalled_to_wire,
     split_tags,
 )
 from app.memory.service import MemoryService, list_filter, version_in
-from app.relations.schemas import linked_to_wire
-from app.relations.service import RelationService
 
 Grants = NamedDependency[GrantService]
 Memories = NamedDependency[MemoryService]
@@ -191,7 +191,7 @@ class MemoryController(Controller):
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        relations_service: NamedDependency[RelationService],
+        relations_service: NamedDependency[LinkedRelations],
         grants_service: Grants,
         data: JSONBody[RecallIn],
     ) -> RecallAnswer:

@@ -23,18 +23,13 @@ from app.core.errors import (
     MemoryNotFound,
     VersionConflict,
 )
+from app.core.schemas import parse_future_time
 from app.history import service as history
 from app.memory.actor import check_owner_only
 from app.memory.dates import now_utc
 from app.memory.filters import ListOrder, MemoryFilter
 from app.memory.repository import reads, writes
-from app.memory.schemas import (
-    UpdateIn,
-    check_metadata,
-    check_tags,
-    parse_future_time,
-    parse_memory_id,
-)
+from app.memory.schemas import UpdateIn, check_metadata, check_tags, parse_memory_id
 from app.memory.settled import content_columns, update_settled
 
 
@@ -232,6 +227,20 @@ async def restore(conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyn
     restored = await writes.restore(conn, wallet, row["id"])
     await history.record(conn, wallet, [history.restored(row["id"])])
     return restored
+
+
+async def approve(conn: asyncpg.Connection, wallet: str, memory_id: UUID) -> asyncpg.Record:
+    """Release a quarantined memory (the owner's act), recorded in its history; approving one
+    that is not quarantined changes nothing. Another wallet's memory is not found."""
+    row, released = await writes.approve(conn, wallet, memory_id)
+    if row is None:
+        raise MemoryNotFound(memory_id)
+    if released:
+        change = history.Change(
+            row["id"], "update", {"quarantined": {"before": True, "after": False}, "approved": True}
+        )
+        await history.record(conn, wallet, [change])
+    return row
 
 
 async def _key_free(

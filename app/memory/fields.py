@@ -28,7 +28,7 @@ class MemoryFields:
     occurred_at: datetime | None = None  # event time, when known (app/memory/dates.py)
     mentioned_at: datetime | None = None  # when it was said, which relative dates count from
     key: str | None = None  # a stable name in its namespace (upsert by key)
-    # provenance (app/memory/provenance.py): None on `source` is the route's default; the
+    # provenance (app/core/provenance.py): None on `source` is the route's default; the
     # others, when set, are what an import carries over (else the request's)
     source: str | None = None
     written_by: str | None = None

@@ -15,8 +15,8 @@ from uuid import UUID
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from app.core.contract import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
 from app.core.errors import InvalidInput
+from app.core.provenance import Source, Surface, WritableSource, Writer
 from app.core.schemas import (
     MAX_PAGE,
     Metadata,
@@ -28,10 +28,7 @@ from app.core.schemas import (
     parse_time,
     reject_nul,
 )
-from app.core.schemas import parse_future_time as parse_future_time
-from app.memory.provenance import Source, Surface, WritableSource, Writer
 from app.memory.scoring import Signals
-from app.relations.schemas import LinkedRelation
 
 MAX_CONTENT_CHARS = 8192
 MAX_METADATA_BYTES = 4096
@@ -76,7 +73,7 @@ class StoreIn(StrictStruct):
     # the version the writer read; another one stored since is a conflict, met by on_conflict
     expected_version: Version | None = None
     on_conflict: OnConflict | None = None
-    # where the content came from (app/memory/provenance.py): user, assistant, tool or api;
+    # where the content came from (app/core/provenance.py): user, assistant, tool or api;
     # unset: the route's (api on store). `flags` is the server's: a client's is ignored.
     source: WritableSource | None = None
 
@@ -314,7 +311,7 @@ class Memory(Struct, kw_only=True):
     mentioned_at: str | UnsetType = UNSET
     key: str | UnsetType = UNSET  # its stable name in the namespace, when it has one
     version: int = 1  # 1 when stored, + 1 for every change since
-    # provenance (app/memory/provenance.py; left out for memories stored before it was kept)
+    # provenance (app/core/provenance.py; left out for memories stored before it was kept)
     source: Source | UnsetType = UNSET
     written_by: str | UnsetType = UNSET
     writer: Writer | UnsetType = UNSET
@@ -570,3 +567,57 @@ class Restored(Struct):
     restored: bool
     id: str
     memory: Memory
+
+
+# ---- a memory's relations, as recall's include_relations and GET /v1/memories/{id}/relations
+# show them (the relations feature, app/relations/, above memory, makes them)
+
+# The contract's relation types (docs/api-contract.md, "Relations, graph and history"; the SDK's
+# RelationType).
+RelationType = Literal["related_to", "supersedes", "contradicts", "derived_from", "supports"]
+
+
+class LinkedMemory(Struct):
+    """The memory at the other end of a relation."""
+
+    id: str
+    content: str
+    importance: float
+    memory_type: str  # a MemoryType (above), as stored
+    namespace: str
+
+
+class LinkedRelation(Struct):
+    """One relation as seen from one of its memories: the SDK's `RelationWithMemory`, with the
+    memory at the other end, and the relation's own ends beside it (MemoClaw's CLI reads
+    `target_id`; its MCP server's output schema requires `source_id` and `target_id`)."""
+
+    id: str
+    source_id: str
+    target_id: str
+    relation_type: RelationType
+    direction: Literal["outgoing", "incoming"]
+    memory: LinkedMemory
+    metadata: Metadata
+    created_at: str
+
+
+def linked_to_wire(row: Any) -> LinkedRelation:
+    anchor, other = str(row["anchor_id"]), str(row["other_id"])
+    outgoing = row["direction"] == "outgoing"
+    return LinkedRelation(
+        id=str(row["id"]),
+        source_id=anchor if outgoing else other,
+        target_id=other if outgoing else anchor,
+        relation_type=row["relation_type"],
+        direction=row["direction"],
+        memory=LinkedMemory(
+            id=str(row["other_id"]),
+            content=row["content"],
+            importance=float(row["importance"]),
+            memory_type=row["memory_type"],
+            namespace=row["namespace"],
+        ),
+        metadata=row["metadata"] or {},
+        created_at=iso(row["created_at"]),
+    )

@@ -257,6 +257,12 @@ class MemoryService:
         """Undelete a soft-deleted memory of the wallet (Engram's addition to the contract)."""
         return await crud.restore(conn, wallet, memory_id)
 
+    async def approve(
+        self, conn: asyncpg.Connection, wallet: str, memory_id: UUID
+    ) -> asyncpg.Record:
+        """Release a memory the namespace guard holds for review (app/guard/service.py)."""
+        return await crud.approve(conn, wallet, memory_id)
+
     async def delete_many(
         self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]
     ) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """A memory's row as every write makes it, new (`new_memory`) or with a new content
-(`content_columns`), written once the namespace guard settled its provenance and flags
-(app/guard/service.py): `insert_settled`, `update_settled`, with a long memory's passages
-(`store_passages`)."""
+(`content_columns`), written once its provenance is settled (the request's, app/core/provenance.py)
+and the namespace guard screened it (app/guard/service.py): `insert_settled`, `update_settled`,
+with a long memory's passages (`store_passages`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import asyncpg
 import numpy as np
 
 from app.ai.embedders import Embedder, tails_of
+from app.core.provenance import WRITING
 from app.guard import service as guard
 from app.memory.fields import KeptState, MemoryFields, NewMemory
 from app.memory.repository import writes as repo
@@ -51,12 +52,36 @@ def content_columns(content: str, vector: np.ndarray, embedding_model: str) -> d
     }
 
 
+def _provenance(wallet: str, new: NewMemory) -> None:
+    """A new memory's source, writer and surface: what it carries (an import), else the
+    request's. A grantee's content is `api` whatever it says (app/core/provenance.py)."""
+    writing, fields = WRITING.get(), new.fields
+    new.written_by = fields.written_by or writing.written_by or wallet
+    new.writer = fields.writer or writing.writer
+    new.surface = fields.surface or writing.surface
+    new.source = "api" if writing.writer == "grantee" else fields.source or "api"
+
+
+async def settle(conn: asyncpg.Connection, wallet: str, new: list[NewMemory]) -> None:
+    """Provenance and flags of memories about to be inserted: their provenance, then the
+    namespace guards' verdicts (flags kept or dropped, quarantined, or the request refused)."""
+    for n in new:
+        _provenance(wallet, n)
+    verdicts = await guard.screen(
+        conn, wallet, [(n.fields.namespace, n.fields.content) for n in new]
+    )
+    for n, verdict in zip(new, verdicts, strict=True):
+        n.flags = verdict.flags
+        if verdict.quarantined:
+            n.quarantined = True
+
+
 async def insert_settled(
     conn: asyncpg.Connection, wallet: str, new: list[NewMemory], embedder: Embedder | None = None
 ) -> list[asyncpg.Record]:
     """Insert new memories once the namespace guards settled their provenance and flags (or
     refused them: app/guard/service.py); with `embedder`, a long one's passages too."""
-    await guard.settle(conn, wallet, new)
+    await settle(conn, wallet, new)
     rows = await repo.insert_many(conn, new)
     if embedder is not None:
         await store_passages(conn, embedder, wallet, rows, replace=False)
@@ -73,7 +98,7 @@ async def update_settled(
     """Apply changes to a stored memory once the namespace guard settled a new content's flags
     (or refused it, or quarantined it again: app/guard/service.py); a new content's passages
     replace the old ones."""
-    await guard.settle_change(conn, wallet, current["namespace"], changes)
+    await guard.screen_change(conn, wallet, current["namespace"], changes)
     row = await repo.update(conn, wallet, current["id"], changes)
     if "content" in changes and embedder is not None:
         await store_passages(conn, embedder, wallet, [row], replace=True)

@@ -17,8 +17,9 @@ from app.access.rules import OWNER, Actor
 from app.ai.embedders import Embedder
 from app.ai.facts import FactModel, FactModelError
 from app.ai.heuristics import HeuristicFactModel
+from app.core.contract import DEFAULT_NAMESPACE
 from app.core.errors import InvalidInput, MemoryImmutable, VersionConflict
-from app.core.schemas import parse_time
+from app.core.schemas import parse_future_time, parse_time
 from app.history import service as history
 from app.infra.metrics import phase
 from app.memory.actor import check_owner_only
@@ -26,15 +27,7 @@ from app.memory.dates import event_time, now_utc
 from app.memory.dedup import StoreOutcome, merge_tags, store_deduplicated
 from app.memory.fields import MemoryFields, NewMemory
 from app.memory.repository import reads, writes
-from app.memory.schemas import (
-    DEFAULT_MEMORY_TYPE,
-    DEFAULT_NAMESPACE,
-    MAX_TAGS,
-    StoreIn,
-    check_metadata,
-    check_tags,
-    parse_future_time,
-)
+from app.memory.schemas import DEFAULT_MEMORY_TYPE, MAX_TAGS, StoreIn, check_metadata, check_tags
 from app.memory.settled import content_columns, insert_settled, new_memory, update_settled
 from app.memory.sizes import RecentSizes
 

@@ -15,6 +15,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from app.http.openapi import NO_SUCH_MEMORY, error_responses
 from app.http.params import Conn, WalletRequest
+from app.memory.schemas import linked_to_wire
 from app.relations.schemas import (
     DEFAULT_GRAPH_DEPTH,
     DEFAULT_GRAPH_LIMIT,
@@ -26,7 +27,6 @@ from app.relations.schemas import (
     RelationIn,
     RelationList,
     edge_to_wire,
-    linked_to_wire,
     node_to_wire,
     relation_to_wire,
 )

@@ -5,15 +5,13 @@ docs/api-contract.md, "Relations, graph and history" and "MemoClaw compatibility
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, get_args
 
 from msgspec import Meta, Struct
 
 from app.core.schemas import Metadata, StrictStruct, iso
+from app.memory.schemas import LinkedRelation, RelationType
 
-# The contract's relation types (docs/api-contract.md, "Relations, graph and history"; the SDK's
-# RelationType).
-RelationType = Literal["related_to", "supersedes", "contradicts", "derived_from", "supports"]
 RELATION_TYPES: tuple[str, ...] = get_args(RelationType)
 
 # Graph walk bounds (docs/api-contract.md, "Limits": depth ≤ 5, default 2; limit ≤ 200, default 50).
@@ -39,31 +37,6 @@ class Relation(Struct):
     source_id: str
     target_id: str
     relation_type: RelationType
-    metadata: Metadata
-    created_at: str
-
-
-class LinkedMemory(Struct):
-    """The memory at the other end of a relation."""
-
-    id: str
-    content: str
-    importance: float
-    memory_type: str  # app/memory/schemas.py's MemoryType (which imports these answers)
-    namespace: str
-
-
-class LinkedRelation(Struct):
-    """One relation as seen from one of its memories: the SDK's `RelationWithMemory`, with the
-    memory at the other end, and the relation's own ends beside it (MemoClaw's CLI reads
-    `target_id`; its MCP server's output schema requires `source_id` and `target_id`)."""
-
-    id: str
-    source_id: str
-    target_id: str
-    relation_type: RelationType
-    direction: Literal["outgoing", "incoming"]
-    memory: LinkedMemory
     metadata: Metadata
     created_at: str
 
@@ -108,27 +81,6 @@ def relation_to_wire(row: Any) -> Relation:
         source_id=str(row["source_id"]),
         target_id=str(row["target_id"]),
         relation_type=row["relation_type"],
-        metadata=row["metadata"] or {},
-        created_at=iso(row["created_at"]),
-    )
-
-
-def linked_to_wire(row: Any) -> LinkedRelation:
-    anchor, other = str(row["anchor_id"]), str(row["other_id"])
-    outgoing = row["direction"] == "outgoing"
-    return LinkedRelation(
-        id=str(row["id"]),
-        source_id=anchor if outgoing else other,
-        target_id=other if outgoing else anchor,
-        relation_type=row["relation_type"],
-        direction=row["direction"],
-        memory=LinkedMemory(
-            id=str(row["other_id"]),
-            content=row["content"],
-            importance=float(row["importance"]),
-            memory_type=row["memory_type"],
-            namespace=row["namespace"],
-        ),
         metadata=row["metadata"] or {},
         created_at=iso(row["created_at"]),
     )

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from app.core.provenance import Source, Surface, Writer
 from app.core.schemas import StrictStruct
-from app.memory.provenance import Source, Surface, Writer
 from app.memory.schemas import Memory, StoreIn, memory_to_wire
 
 ExportFormat = Literal["json", "jsonl", "csv", "markdown"]
@@ -52,7 +52,7 @@ class ImportItem(StoreIn):
     id: str | None = None
     user_id: str | None = None
     embedding_model: str | None = None
-    # provenance as exported (app/memory/provenance.py), kept: an import is the owner's own
+    # provenance as exported (app/core/provenance.py), kept: an import is the owner's own
     # memories moved; `flags` are the server's, found again on import
     source: Source | None = None  # type: ignore[assignment]
     written_by: Annotated[str, Meta(max_length=255)] | None = None

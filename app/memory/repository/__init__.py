@@ -8,22 +8,4 @@ else writes SQL for memories:
 
 Every read filters with LIVE (app/memory/sql.py, with the other fragments other features'
 repositories use): soft-deleted and expired memories vanish from every query.
-
-The types these take are app/memory/filters.py's and fields.py's, also named here for the
-callers that import them with the repository.
 """
-
-from app.memory.fields import ContentKey, KeptState, MemoryFields, NewMemory
-from app.memory.filters import LIST_SORTS, NEWEST_FIRST, ListOrder, ListSort, MemoryFilter
-
-__all__ = [
-    "LIST_SORTS",
-    "NEWEST_FIRST",
-    "ContentKey",
-    "KeptState",
-    "ListOrder",
-    "ListSort",
-    "MemoryFields",
-    "MemoryFilter",
-    "NewMemory",
-]

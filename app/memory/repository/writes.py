@@ -205,3 +205,23 @@ async def use_one(
         memory_id, wallet, once_per,
     )  # fmt: skip
     return (row, bool(row["counted"])) if row is not None else (None, False)
+
+
+async def approve(
+    conn: asyncpg.Connection, wallet: str, memory_id: UUID
+) -> tuple[asyncpg.Record | None, bool]:
+    """Release a quarantined memory of the wallet: (the memory, whether it was quarantined);
+    (None, False) when the wallet has no such live memory."""
+    row = await conn.fetchrow(
+        f"""WITH released AS (
+                UPDATE memories m SET quarantined = false, updated_at = now()
+                WHERE m.id = $1 AND m.user_id = $2 AND m.quarantined AND {LIVE}
+                RETURNING {COLUMNS}
+            )
+            SELECT *, true AS released FROM released
+            UNION ALL
+            SELECT {COLUMNS}, false FROM memories m
+            WHERE m.id = $1 AND m.user_id = $2 AND {LIVE} AND NOT EXISTS (SELECT FROM released)""",
+        memory_id, wallet,
+    )  # fmt: skip
+    return (row, bool(row["released"])) if row is not None else (None, False)
