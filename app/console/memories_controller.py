@@ -8,17 +8,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any, cast
 from urllib.parse import urlencode
 
-from litestar import Controller, get, post
+from litestar import get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Redirect, Template
 from litestar.status_codes import HTTP_303_SEE_OTHER
 
 from app.console.pages import (
-    PAGE_DEPENDENCIES,
-    PUBLIC,
     CsrfForm,
     Form,
+    PageController,
     Session,
     check_csrf,
     converted,
@@ -95,12 +94,8 @@ def signal_bars(signals: Any) -> list[tuple[str, float, float]]:
     ]
 
 
-class ConsoleMemoriesController(Controller):
+class ConsoleMemoriesController(PageController):
     """The memories: list, search, one memory, and its edits."""
-
-    path = "/console"
-    opt = PUBLIC
-    dependencies = PAGE_DEPENDENCIES
 
     @get("/memories")
     async def memories(

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
-from litestar import Request, Response
+from litestar import Controller, Request, Response
 from litestar.datastructures import Cookie, State
 from litestar.di import NamedDependency, Provide
 from litestar.enums import RequestEncodingType
@@ -131,11 +131,17 @@ def render(
     )  # fmt: skip
 
 
-# Every page controller's dependencies: the signed-in session, then the request's transaction.
-PAGE_DEPENDENCIES = {
-    "session": Provide(signed_in, sync_to_thread=False),
-    "conn": Provide(transaction_after_session),
-}
+class PageController(Controller):
+    """What every page controller of the console is: under /console, public to the wallet
+    middleware (the cookie says who it is), with the signed-in session and then the request's
+    transaction as dependencies."""
+
+    path = "/console"
+    opt = PUBLIC
+    dependencies = {
+        "session": Provide(signed_in, sync_to_thread=False),
+        "conn": Provide(transaction_after_session),
+    }
 
 
 class CsrfForm(msgspec.Struct, kw_only=True):

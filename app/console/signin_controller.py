@@ -20,10 +20,10 @@ from x402.extensions.sign_in_with_x import SIWxPayload
 from app.auth.signature import ADDRESS_RE, WalletAuthError
 from app.auth.siwx import MAX_DOMAIN_CHARS, SIWX_HEADER, SiwxVerifier
 from app.console.pages import (
-    PAGE_DEPENDENCIES,
     PUBLIC,
     CsrfForm,
     Form,
+    PageController,
     Session,
     check_csrf,
     cleared_cookie,
@@ -162,12 +162,8 @@ class ConsoleAuthController(Controller):
         )
 
 
-class ConsoleSessionController(Controller):
+class ConsoleSessionController(PageController):
     """The session's own pages: home, the sign-in page, signing out."""
-
-    path = "/console"
-    opt = PUBLIC
-    dependencies = PAGE_DEPENDENCIES
 
     @get("/", include_in_schema=False)
     async def home(self, request: Request[Any, Any, State]) -> Redirect:

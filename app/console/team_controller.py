@@ -7,7 +7,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from litestar import Controller, Request, get, post
+from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
@@ -18,10 +18,9 @@ from app.agents.schemas import DelegationIn
 from app.agents.service import AgentService, delegation_message, issued_now
 from app.console.pages import (
     CSRF_HEADER,
-    PAGE_DEPENDENCIES,
-    PUBLIC,
     CsrfForm,
     Form,
+    PageController,
     Session,
     check_csrf,
     converted,
@@ -44,12 +43,8 @@ class GrantForm(CsrfForm, kw_only=True):
     expires_at: str = ""
 
 
-class ConsoleTeamController(Controller):
+class ConsoleTeamController(PageController):
     """Team memory: grants and agent keys."""
-
-    path = "/console"
-    opt = PUBLIC
-    dependencies = PAGE_DEPENDENCIES
 
     @get("/team")
     async def team(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from litestar import Controller, get
+from litestar import get
 from litestar.di import NamedDependency
 from litestar.response import Template
 
-from app.console.pages import PAGE_DEPENDENCIES, PUBLIC, Session, render
+from app.console.pages import PageController, Session, render
 from app.http.params import Conn
 from app.payments import repository as payments
 from app.usage.service import UsageService, report_days
@@ -18,12 +18,8 @@ USAGE_DAYS = 30
 RECEIPTS = 50
 
 
-class ConsoleUsageController(Controller):
+class ConsoleUsageController(PageController):
     """Usage and receipts."""
-
-    path = "/console"
-    opt = PUBLIC
-    dependencies = PAGE_DEPENDENCIES
 
     @get("/usage")
     async def usage(
