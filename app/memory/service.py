@@ -105,6 +105,11 @@ class MemoryService:
 
     # ---- store (store.py) ------------------------------------------------------------------
 
+    # a batch store: `history_action` is what new memories are recorded as ("import" for the
+    # import API); without `exact_dedup` (and `near_dedup`) every item becomes new (bound before
+    # the method `store` below hides the module's name)
+    store_batch = store.store_batch
+
     async def store(
         self, conn: asyncpg.Connection, wallet: str, item: StoreIn, actor: Actor = OWNER
     ) -> tuple[StoreOutcome, int]:
@@ -122,21 +127,6 @@ class MemoryService:
     ) -> tuple[StoreOutcome, int]:
         """A keyed store: a new version of the memory holding the key, or a new memory."""
         return await store.upsert_by_key(self, conn, wallet, fields, item, action, actor)
-
-    async def store_batch(
-        self,
-        conn: asyncpg.Connection,
-        wallet: str,
-        items: list[StoreIn],
-        near_dedup: bool = True,
-        history_action: history.Action = "create",
-        exact_dedup: bool = True,
-    ) -> tuple[list[StoreOutcome], int]:
-        """`history_action` is what new memories are recorded as ("import" for the import API);
-        without `exact_dedup` (and `near_dedup`) every item becomes a new memory."""
-        return await store.store_batch(
-            self, conn, wallet, items, near_dedup, history_action, exact_dedup
-        )
 
     async def create_without_dedup(
         self,
@@ -201,15 +191,7 @@ class MemoryService:
     async def count(self, conn: asyncpg.Connection, f: MemoryFilter) -> int:
         return await reads.count(conn, f)
 
-    async def search(
-        self,
-        conn: asyncpg.Connection,
-        f: MemoryFilter,
-        query: str,
-        limit: int,
-        order: ListOrder | None = None,
-    ) -> tuple[list[asyncpg.Record], int]:
-        return await crud.search(conn, f, query, limit, order)
+    search = staticmethod(crud.search)  # a keyword search of the memories `f` selects
 
     async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
         return await reads.namespaces(conn, wallet)
