@@ -19,7 +19,7 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
 from app import DISTRIBUTION
-from app.access.requests import only_where_grants_reach
+from app.access.requests import acting_of, only_where_grants_reach
 from app.agents.controller import AgentController
 from app.agents.service import AgentService, delegation_for
 from app.ai.embedders import build_embedder, warm
@@ -303,6 +303,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         guards=[only_where_grants_reach],
         dependencies={
             "conn": Provide(provide_transaction),
+            # who acts in the request, for which owner (app/access/requests.py)
+            "acting": Provide(acting_of, sync_to_thread=False),
             **{name: _from_state(name) for name in provided},
         },
         # Order matters: the rate limiter counts per wallet, which the auth middleware finds.

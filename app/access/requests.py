@@ -1,27 +1,29 @@
 """Authorization read off the request, once: who acts, for which owner, and how far they reach.
 
 - `owner_named`: the owner a grantee names (x-memory-owner), when it is not the caller;
-- `acting_agent`: the agent key acting for its owner (x-wallet-owner; app/auth/middleware.py
-  put its delegation on the request);
-- `reached`: the wallet a memory route works on and the `Actor` working there, after the grant
-  or the delegation covers the namespace (403 otherwise); writes are then recorded as theirs;
+- `Acting` (the `acting` dependency, `acting_of`): all of it, resolved once per request; its
+  `reach` gives the wallet a memory route works on and the `Actor` working there, after the
+  grant or the delegation covers the namespace (403 otherwise); writes are then recorded as
+  theirs;
 - `only_where_grants_reach`: the app-level guard keeping both to the routes marked
   `acts_for_owner()` (app/http/markers.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.handlers.base import BaseRouteHandler
 
 from app.access.rules import COVERED_ROUTES, OWNER, Actor, kept_to
 from app.core import provenance
 from app.core.contract import DEFAULT_NAMESPACE
 from app.core.errors import Forbidden
-from app.core.request_values import MEMORY_OWNER_HEADER, WALLET_OWNER_HEADER
+from app.core.request_values import MEMORY_OWNER_HEADER, WALLET_OWNER_HEADER, Delegation
 from app.grants.schemas import Access
 from app.grants.service import GrantService
 from app.history import service as history
@@ -34,12 +36,6 @@ def owner_named(request: WalletRequest) -> str | None:
     """The owner a request names (x-memory-owner), when it is not the caller."""
     owner = request.headers.get(MEMORY_OWNER_HEADER)
     return owner if owner and owner.lower() != request.user else None
-
-
-def acting_agent(request: WalletRequest) -> str | None:
-    """The agent key's own address, when one acts for its owner in this request."""
-    delegation = state_of(request.scope).get("delegation")
-    return None if delegation is None else delegation.agent
 
 
 def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
@@ -76,30 +72,57 @@ def only_where_delegations_reach(connection: ASGIConnection[Any, Any, Any, Any],
         )
 
 
-async def reached(
-    request: WalletRequest,
-    conn: asyncpg.Connection,
-    grants: GrantService,
-    namespace: str | None,
-    need: Access,
-) -> tuple[str, Actor]:
-    """The wallet whose memories this request reaches, and who acts there (app/access/rules.py):
-    (the caller, OWNER) for its own; (the owner, a grantee kept to the namespace) for a grantee
-    naming an owner (x-memory-owner) with a live grant covering `need` there (403 otherwise);
-    (the owner, an agent key kept to the namespace, or to none) for an agent key whose
-    delegation covers `need` there. A grantee's or an agent's writes are recorded in history as
-    theirs."""
-    delegation = state_of(request.scope).get("delegation")
-    if delegation is not None:
-        kept = kept_to(delegation, namespace, need)
-        history.ACTOR.set(delegation.agent)
-        provenance.written_as("agent", delegation.agent)
-        return request.user, Actor(for_owner=True, kept_to=kept)
-    owner = owner_named(request)
-    if owner is None:
-        return request.user, OWNER
-    kept_to_namespace = namespace or DEFAULT_NAMESPACE
-    wallet = await grants.acting_for(conn, request.user, owner, kept_to_namespace, need)
-    history.ACTOR.set(request.user)
-    provenance.written_as("grantee", request.user)
-    return wallet, Actor(for_owner=True, kept_to=kept_to_namespace)
+@dataclass(frozen=True)
+class Acting:
+    """Who acts in this request, resolved once from it (`acting_of`): the caller (for an agent
+    key, the owner it acts for: app/auth/middleware.py), the other owner a grantee names
+    (x-memory-owner), and the delegation an agent key acts under (x-wallet-owner)."""
+
+    caller: str
+    named_owner: str | None
+    delegation: Delegation | None
+    grants: GrantService
+
+    @property
+    def agent(self) -> str | None:
+        """The agent key's own address, when one acts for its owner."""
+        return None if self.delegation is None else self.delegation.agent
+
+    @property
+    def for_another(self) -> bool:
+        """A grantee naming an owner, or an agent key: someone acting for an owner."""
+        return self.named_owner is not None or self.delegation is not None
+
+    async def reach(
+        self, conn: asyncpg.Connection, namespace: str | None, need: Access
+    ) -> tuple[str, Actor]:
+        """The wallet whose memories this request reaches, and who acts there
+        (app/access/rules.py): (the caller, OWNER) for its own; (the owner, a grantee kept to the
+        namespace) for a grantee naming an owner (x-memory-owner) with a live grant covering
+        `need` there (403 otherwise); (the owner, an agent key kept to the namespace, or to none)
+        for an agent key whose delegation covers `need` there. A grantee's or an agent's writes
+        are recorded in history as theirs."""
+        if self.delegation is not None:
+            kept = kept_to(self.delegation, namespace, need)
+            history.ACTOR.set(self.delegation.agent)
+            provenance.written_as("agent", self.delegation.agent)
+            return self.caller, Actor(for_owner=True, kept_to=kept)
+        if self.named_owner is None:
+            return self.caller, OWNER
+        kept_to_namespace = namespace or DEFAULT_NAMESPACE
+        wallet = await self.grants.acting_for(
+            conn, self.caller, self.named_owner, kept_to_namespace, need
+        )
+        history.ACTOR.set(self.caller)
+        provenance.written_as("grantee", self.caller)
+        return wallet, Actor(for_owner=True, kept_to=kept_to_namespace)
+
+
+def acting_of(request: WalletRequest, grants_service: NamedDependency[GrantService]) -> Acting:
+    """The `acting` dependency of the routes that serve an owner's memories."""
+    return Acting(
+        caller=request.user,
+        named_owner=owner_named(request),
+        delegation=state_of(request.scope).get("delegation"),
+        grants=grants_service,
+    )

@@ -8,11 +8,10 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from app.access.requests import reached
+from app.access.requests import Acting
 from app.context.schemas import ContextAnswer, ContextIn
 from app.context.service import ContextService, neutralise
 from app.core import contract
-from app.grants.service import GrantService
 from app.http.markers import acts_for_owner, paid
 from app.http.params import Conn, WalletRequest
 from app.memory.schemas import recalled_to_wire
@@ -28,10 +27,10 @@ class ContextController(Controller):
         request: WalletRequest,
         conn: Conn,
         context_service: NamedDependency[ContextService],
-        grants_service: NamedDependency[GrantService],
+        acting: NamedDependency[Acting],
         data: JSONBody[ContextIn],
     ) -> ContextAnswer:
-        wallet, actor = await reached(request, conn, grants_service, data.namespace, "read")
+        wallet, actor = await acting.reach(conn, data.namespace, "read")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
         block = await context_service.build(conn, wallet, data, actor)

@@ -21,7 +21,7 @@ from litestar.params import (
 )
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.access.requests import acting_agent, owner_named, reached
+from app.access.requests import Acting
 from app.access.rules import OWNER, Actor
 from app.core import contract
 from app.core.contract import DEFAULT_NAMESPACE
@@ -29,7 +29,6 @@ from app.core.errors import Forbidden, MemoryNotFound
 from app.core.provenance import WRITING
 from app.core.schemas import absent_if_none, iso
 from app.grants.schemas import Access
-from app.grants.service import GrantService
 from app.http.markers import acts_for_owner, one_statement, paid
 from app.http.openapi import (
     IMMUTABLE_MEMORY,
@@ -81,7 +80,6 @@ from app.memory.schemas import (
 )
 from app.memory.service import MemoryService, list_filter, version_in
 
-Grants = NamedDependency[GrantService]
 Memories = NamedDependency[MemoryService]
 
 
@@ -144,13 +142,13 @@ class MemoryController(Controller):
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        grants_service: Grants,
+        acting: NamedDependency[Acting],
         data: JSONBody[StoreIn],
     ) -> StoreAnswer:
-        wallet, actor = await reached(request, conn, grants_service, data.namespace, "write")
+        wallet, actor = await acting.reach(conn, data.namespace, "write")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
-        if data.agent_id is None and (agent := acting_agent(request)) is not None:
+        if data.agent_id is None and (agent := acting.agent) is not None:
             data = msgspec.structs.replace(data, agent_id=agent)
         outcome, tokens = await memory_service.store(conn, wallet, data, actor)
         memory = memory_to_wire(outcome.row)
@@ -192,10 +190,10 @@ class MemoryController(Controller):
         conn: Conn,
         memory_service: Memories,
         relations_service: NamedDependency[LinkedRelations],
-        grants_service: Grants,
+        acting: NamedDependency[Acting],
         data: JSONBody[RecallIn],
     ) -> RecallAnswer:
-        wallet, actor = await reached(request, conn, grants_service, data.namespace, "read")
+        wallet, actor = await acting.reach(conn, data.namespace, "read")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
         if data.exclude_flagged is None:  # a hook's recall goes into a prompt: held back
@@ -230,16 +228,14 @@ class MemoryController(Controller):
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        grants_service: Grants,
+        acting: NamedDependency[Acting],
         memory_filter: NamedDependency[MemoryFilter],
         limit: PageLimit = 20,
         offset: Offset = 0,
         sort: FromQuery[ListSort] = "created_at",
         order: FromQuery[SortOrder] = "desc",
     ) -> MemoryPage:
-        wallet, actor = await reached(
-            request, conn, grants_service, memory_filter.namespace, "read"
-        )
+        wallet, actor = await acting.reach(conn, memory_filter.namespace, "read")
         if actor.kept_to is not None:
             memory_filter = dataclasses.replace(
                 memory_filter, wallet=wallet, namespace=actor.kept_to
@@ -295,10 +291,10 @@ class MemoryController(Controller):
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        grants_service: Grants,
+        acting: NamedDependency[Acting],
         memory_id: FromPath[str],
     ) -> Memory:
-        wallet, _ = await self._owner_of(request, conn, memory_service, grants_service,
+        wallet, _ = await self._owner_of(acting, conn, memory_service,
                                          memory_id, "read")  # fmt: skip
         # reading a memory by id is a use: it counts as an access (app/memory/scoring.py)
         row, _ = await memory_service.use(conn, wallet, memory_id)
@@ -306,10 +302,9 @@ class MemoryController(Controller):
 
     async def _owner_of(
         self,
-        request: WalletRequest,
+        acting: Acting,
         conn: asyncpg.Connection,
         memory_service: MemoryService,
-        grants: GrantService,
         memory_id: str,
         need: Access,
     ) -> tuple[str, Actor]:
@@ -317,17 +312,18 @@ class MemoryController(Controller):
         it names when a grant (or the agent key's delegation) covers the memory's namespace.
         A memory the caller may not read there is not found, as a missing one is: the answer
         names nothing (no namespace, no owner) the caller could not see."""
-        owner = owner_named(request)
-        if owner is None and acting_agent(request) is None:
-            return request.user, OWNER
-        row = await memory_service.get(conn, (owner or request.user).lower(), memory_id)
+        if not acting.for_another:
+            return acting.caller, OWNER
+        row = await memory_service.get(
+            conn, (acting.named_owner or acting.caller).lower(), memory_id
+        )
         try:
-            reach = await reached(request, conn, grants, row["namespace"], "read")
+            reach = await acting.reach(conn, row["namespace"], "read")
         except Forbidden:
             raise MemoryNotFound(memory_id) from None
         if need == "read":
             return reach
-        return await reached(request, conn, grants, row["namespace"], need)
+        return await acting.reach(conn, row["namespace"], need)
 
     @get(
         "/memories/by-key/{key:path}",
@@ -339,13 +335,13 @@ class MemoryController(Controller):
         request: WalletRequest,
         conn: Conn,
         memory_service: Memories,
-        grants_service: Grants,
+        acting: NamedDependency[Acting],
         # a path parameter (keys may hold "/"): Litestar documents it as a URI, which it is not
         key: Annotated[Path, Parameter(schema_extra={"format": "path"})],
         namespace: FromQuery[str] = DEFAULT_NAMESPACE,
     ) -> Memory:
         """The memory a store named `key` in the namespace (keys may hold `/`)."""
-        wallet, actor = await reached(request, conn, grants_service, namespace, "read")
+        wallet, actor = await acting.reach(conn, namespace, "read")
         row = await memory_service.by_key(
             conn, wallet, actor.kept_to or namespace, str(key).lstrip("/")
         )
@@ -390,7 +386,7 @@ class MemoryController(Controller):
         conn: Conn,
         memory_service: Memories,
         memory_id: FromPath[str],
-        grants_service: Grants,
+        acting: NamedDependency[Acting],
         data: JSONBody[UpdateIn],
         if_match: Annotated[
             str | None,
@@ -399,10 +395,10 @@ class MemoryController(Controller):
     ) -> UpdatedMemory:
         if if_match is not None and data.expected_version is None:
             data = msgspec.structs.replace(data, expected_version=version_in(if_match))
-        wallet, actor = await self._owner_of(request, conn, memory_service, grants_service,
+        wallet, actor = await self._owner_of(acting, conn, memory_service,
                                              memory_id, "write")  # fmt: skip
         if data.namespace is not None and actor.for_owner:
-            await reached(request, conn, grants_service, data.namespace, "write")  # moved there
+            await acting.reach(conn, data.namespace, "write")  # moved there
         row, tokens = await memory_service.update(conn, wallet, memory_id, data, actor)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 
