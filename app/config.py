@@ -2,7 +2,7 @@
 
 No variable set means: embedded PostgreSQL, local embedder, in-process limits, no keys needed.
 Each setting is declared once, in a small group, with its variable, default and parser
-(`env(...)`); `Settings.from_env` reads every group from those declarations, and README's
+(`env(...)`); `Settings.from_env` reads every group from those declarations, and the docs'
 configuration table is tested against them. This module imports nothing from the app but the
 contract's defaults (app/core/contract.py), so loading settings loads no framework.
 """
@@ -286,7 +286,8 @@ class RecallSettings(SettingsGroup):
     keyword_agreement: bool = env("ENGRAM_RECALL_KEYWORD_AGREEMENT", True, flag)
     # on: a memory past the embedding model's window is stored with its later windows (its
     # passages, migration 0021) and scores its best window's vector_sim; off (the default: it
-    # lowered BEAM dev R@10, README Recall): its first window only, nothing more stored
+    # lowered BEAM dev R@10, docs/pages/concepts/recall.md): its first window only, nothing
+    # more stored
     passages: bool = env("ENGRAM_RECALL_PASSAGES", False, flag)
     # The optional rerank stage (app/ai/rerank.py): a cross-encoder served over HTTP in the
     # rerank wire format (`POST {base_url}/rerank`, as TEI, vLLM, llama.cpp and Infinity serve

@@ -156,7 +156,8 @@ def check_distinct(values: Sequence[str], field: str) -> None:
 def check_signed_by_owner(message: str, signature: str, owner: str, server: str) -> None:
     if signer_of(message, signature) != owner:
         raise InvalidInput(
-            "signature is not the owner's over this delegation's message (README, 'Agent keys';"
+            "signature is not the owner's over this delegation's message"
+            " (docs/pages/guides/team-memory.md, agent keys;"
             f" its Server line here is {server})",
             {"field": "signature"},
         )

@@ -27,7 +27,7 @@ How it reads a conversation:
 - merge keeps the longest content and appends the other contents' sentences it does not already
   say; summarize picks whole sentences by cue importance (then input order) within max_words.
 
-What it does worse than an LLM (say so in the README):
+What it does worse than an LLM (the docs say so: docs/pages/guides/conversations.md):
 - It keeps the user's own words: no rewriting to third person ("I prefer tabs" stays so), no
   resolving "it"/"that"/"there" to what they refer to, no joining a fact spread over two turns.
 - It cannot tell durable from passing ("I'm tired today" becomes an observation), nor read

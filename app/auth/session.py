@@ -3,7 +3,8 @@ that as `Authorization: Bearer <token>` wherever `x-wallet-auth` is accepted.
 
 The sign-in proof is exactly the x-wallet-auth one (EIP-191 over `memoclaw-auth:{ts}`, 300 s
 window), so a header captured within its window could also mint a session: the token adds no
-new way in, it lengthens what one signature grants (MemoClaw's scheme; documented in README).
+new way in, it lengthens what one signature grants (MemoClaw's scheme; documented in
+docs/pages/concepts/identity.md).
 
 Tokens are HS256 JWTs: claims `sub` (lower-cased wallet), `iat`, `exp`, `jti`, `ver` (the
 wallet's token version when issued); header `kid`. DELETE /auth/session bumps the wallet's

@@ -26,7 +26,7 @@ class ContextIn(StrictStruct):
     format: Literal["text", "structured"] = "text"
     include_metadata: bool = False
     summarize: bool = False
-    # trust (README, "Memory poisoning"): a block for a prompt holds back flagged memories
+    # trust (docs: guides/memory-poisoning.md): a block for a prompt holds back flagged memories
     # unless told otherwise, and may keep to some sources
     exclude_flagged: bool = True
     sources: Annotated[list[Source], Meta(min_length=1, max_length=7)] | None = None

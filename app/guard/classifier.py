@@ -1,5 +1,5 @@
 """The store-time classifier: what in a memory reads like it was written to steer the agent that
-will recall it (issue 39, "Memory poisoning" in the README).
+will recall it (issue 39; docs/pages/guides/memory-poisoning.md).
 
 Local and offline, rules only: each rule below has a name (the flag's `rule`), says what it
 looks for and why, and is listed in docs/memory-poisoning.md. A rule flags; it never edits or

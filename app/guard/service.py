@@ -1,4 +1,4 @@
-"""Namespace guards (README, "Memory poisoning"): what a namespace does with memories the
+"""Namespace guards (docs/pages/guides/memory-poisoning.md): what a namespace does with memories the
 store-time classifier flags, and with memories others write into it.
 
 - `off`: nothing is flagged (the classifier's findings are dropped).

@@ -56,7 +56,7 @@ BODY_TOO_LARGE = "The body is larger than this route accepts"
 NOT_JSON = "The body is not sent as application/json"
 OWNER_NOT_REACHED = (
     "Another wallet named (x-memory-owner, x-wallet-owner) that no live grant or agent key lets"
-    " the caller reach here (README, 'Team memory'); nothing was changed or charged"
+    " the caller reach here (docs/pages/guides/team-memory.md); nothing was changed or charged"
 )
 RATE_LIMITED = (
     "Rate limit exceeded: retry after Retry-After seconds (`details` has the limit and reset_at)"

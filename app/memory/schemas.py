@@ -67,7 +67,7 @@ class StoreIn(StrictStruct):
     # When the memory's event happened (ISO 8601); read off the content when not given, and
     # moved by a relative date in it ("yesterday"): app/memory/dates.py
     occurred_at: str | None = None
-    # Team memory (README, "Team memory"): a stable name in the namespace; a store with a key
+    # Team memory (docs: guides/team-memory.md): a stable name in the namespace; a store with a key
     # the namespace holds updates that memory (a new version) instead of adding one
     key: Name | None = None
     # the version the writer read; another one stored since is a conflict, met by on_conflict
@@ -141,9 +141,9 @@ class RecallIn(StrictStruct):
     # MemoClaw's CLI names them since/until (ISO 8601, or relative: 1d, 2w; see parse_moment)
     since: str | None = None
     until: str | None = None
-    # the rerank stage (README, "Recall"): true / false overrides ENGRAM_RECALL_RERANK
+    # the rerank stage (docs: concepts/recall.md): true / false overrides ENGRAM_RECALL_RERANK
     rerank: bool | None = None
-    # trust (README, "Memory poisoning"): hold back memories the store-time classifier flagged
+    # trust (docs: guides/memory-poisoning.md): hold back memories the store-time classifier flagged
     # (unset: false, MemoClaw's recall, but true for a plugin's hook, x-engram-surface: hook;
     # context holds them back by default too), and keep to memories from these sources
     exclude_flagged: bool | None = None

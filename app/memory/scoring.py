@@ -6,7 +6,7 @@
 Published by MemoClaw and used as is: the three weights, recency = exp(−age_days / 30),
 access_boost = min(1 + access_count × 0.1, 2.0), and the per-type half-lives.
 
-Left unpublished by MemoClaw, so Engram's own choices (documented in the README too):
+Left unpublished by MemoClaw, so Engram's own choices (documented in docs: concepts/recall.md too):
 - effective_importance = min(1, importance + 0.02 × min(relation_count, 10)): a memory other
   memories point at is a little more important.
 - context_importance = effective_importance × (0.5 + 0.5 × relevance), floored at
@@ -38,7 +38,7 @@ Left unpublished by MemoClaw, so Engram's own choices (documented in the README 
   following 0.312 -> 0.338; LoCoMo unchanged; ENGRAM_RECALL_KEYWORD_AGREEMENT=0 turns it off).
   (An earlier form used ts_rank of the OR-ed words: bench/locomo.py,
   2 conversations, no access boost: R@10 0.600 with ts_rank_cd / (rank + 1), 0.673 with the
-  normalised ts_rank; README, Recall, for the figures since.)
+  normalised ts_rank; docs/pages/concepts/recall.md for the figures since.)
 
 What counts as an access (access_count, and accessed_at, the decay timer): a use, not an
 exposure. `GET /v1/memories/{id}` and `POST /v1/memories/{id}/feedback` count, at most once per
@@ -52,7 +52,7 @@ round only; R@5 / R@10): every returned memory counted 0.415 / 0.509; the top 3 
 recall, so none is. ENGRAM_RECALL_COUNTS_ACCESS=1 restores MemoClaw's accounting;
 ENGRAM_RECALL_ACCESS_BOOST=0 fixes access_boost at 1.0.
 
-After the 4-signal score, two steps of Engram's own (README, "Recall"):
+After the 4-signal score, two steps of Engram's own (docs: concepts/recall.md):
 - event time: a memory whose event time (occurred_at, app/memory/dates.py) falls in a time the
   query names ("in May 2023", "last week") has its score × (1 + EVENT_TIME_BOOST);
 - second round: the first round's top SECOND_ROUND_SEEDS hits lead to the memories written right
@@ -62,7 +62,7 @@ After the 4-signal score, two steps of Engram's own (README, "Recall"):
   max(its own score, CONTINUATION_DECAY ** hops × the hit's score): it ranks just below what
   led to it, unless it ranks higher on its own.
 Both measured on the whole LoCoMo dev split (bench/locomo.py; fitted on conv-26/30/41, checked
-on conv-42/43: README, "Recall").
+on conv-42/43: docs/pages/concepts/recall.md).
 """
 
 from __future__ import annotations

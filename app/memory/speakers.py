@@ -1,4 +1,4 @@
-"""Who said a memory, and whom a query names: for recall's speaker boost (README, "Recall").
+"""Who said a memory, and whom a query names: for recall's speaker boost (docs: concepts/recall.md).
 
 A memory written as a line of a transcript, `Name: text` (after an optional `[date]`, the form
 chat captures take: "[1:56 pm on 8 May, 2023] Ann: I went to the support group"), is said by

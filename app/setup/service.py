@@ -309,7 +309,8 @@ def openclaw_config(doc: JsonObject, plugin_dir: Path, url: str) -> JsonObject:
     config = _object(plugins, "entries", OPENCLAW_PLUGIN, "config")
     config.pop("sessionToken", None)
     config.update(url=url, privateKey="${" + KEY_ENV + "}")
-    # auto-capture reads the finished turn at agent_end (README: OpenClaw via the plugin)
+    # auto-capture reads the finished turn at agent_end (docs: guides/agents.md, OpenClaw via
+    # the plugin)
     _object(plugins, "entries", OPENCLAW_PLUGIN, "hooks")["allowConversationAccess"] = True
     _object(plugins, "slots")["memory"] = OPENCLAW_PLUGIN
     return doc

@@ -107,8 +107,8 @@ def limit_arg(default: int, maximum: int) -> JSON:
 
 SCOPE = {"namespace": NAMESPACE, "session_id": SESSION_ID, "agent_id": AGENT_ID}
 FILTERS = {**SCOPE, "memory_type": MEMORY_TYPE, "tags": TAGS, "after": AFTER, "before": BEFORE}
-# Trust (README, "Memory poisoning"): hold back what Engram flagged as instruction-like, keep to
-# some sources
+# Trust (docs: guides/memory-poisoning.md): hold back what Engram flagged as instruction-like,
+# keep to some sources
 TRUST = {
     "exclude_flagged": {
         "type": "boolean",

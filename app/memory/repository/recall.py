@@ -63,7 +63,7 @@ CONTINUATION_LOOKAHEAD = 64
 # holds ~60 distinct lexemes of English text (median over 2,000 BEAM turns of 230-280 tokens;
 # 4.3 tokens a lexeme). Up to that length the vector and the keyword side read the same text.
 # Measured, not fitted: 30 and BM25's own normalisation (by the wallet's average length) were
-# tried and dropped (README, "Recall").
+# tried and dropped (docs/pages/concepts/recall.md).
 PASSAGE_LEXEMES = 60
 IDF_SUM = "(SELECT coalesce(sum(lex.idf), 0) FROM lex WHERE m.tsv @@ lex.lq)"
 PASSAGE_IDF_SUM = f"""(SELECT coalesce(sum(greatest(
