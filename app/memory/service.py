@@ -14,19 +14,16 @@ caller's transaction is used.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 import numpy as np
 
-from app.access.rules import OWNER, Actor
 from app.ai.embedders import Embedder
 from app.ai.facts import FactModel
 from app.ai.heuristics import HeuristicFactModel
 from app.core.errors import InvalidInput
-from app.history import service as history
 from app.memory import crud, recall, settled, store
 from app.memory.crud import UpdateOutcome
 from app.memory.dedup import StoreOutcome
@@ -35,7 +32,7 @@ from app.memory.filters import NEWEST_FIRST, ListOrder, MemoryFilter, list_filte
 from app.memory.ranking import Recalled
 from app.memory.recall import RecallResult, Rerank
 from app.memory.repository import reads
-from app.memory.schemas import RecallIn, StoreIn, UpdateIn, parse_memory_id
+from app.memory.schemas import parse_memory_id
 from app.memory.scoring import ACCESS_COUNTED_ONCE_PER, DEFAULT_MIN_SIMILARITY
 from app.memory.sizes import RecentSizes
 
@@ -103,51 +100,21 @@ class MemoryService:
         self.default_min_similarity = DEFAULT_MIN_SIMILARITY.get(embedder.model_name, 0.0)
         self.sizes = RecentSizes()  # picks exact scans or index walks (app/memory/sizes.py)
 
-    # ---- store (store.py) ------------------------------------------------------------------
+    # Each method is the module function that does it: those that take the service as their
+    # setup (its embedder, thresholds, recall settings) are bound as methods, the others as
+    # static methods. Their docstrings are in the modules.
 
-    # a batch store: `history_action` is what new memories are recorded as ("import" for the
-    # import API); without `exact_dedup` (and `near_dedup`) every item becomes new (bound before
-    # the method `store` below hides the module's name)
+    # ---- recall (recall.py) ----------------------------------------------------------------
+
+    recall = recall.recall  # `actor` kept to a namespace: memories and counts from there alone
+
+    # ---- store (store.py; bound before the method `store` hides the module's name) ----------
+
     store_batch = store.store_batch
-
-    async def store(
-        self, conn: asyncpg.Connection, wallet: str, item: StoreIn, actor: Actor = OWNER
-    ) -> tuple[StoreOutcome, int]:
-        """`actor`: a grantee or an agent key sets no owner-only field (app/memory/actor.py)."""
-        return await store.store(self, conn, wallet, item, actor)
-
-    async def upsert_by_key(
-        self,
-        conn: asyncpg.Connection,
-        wallet: str,
-        fields: MemoryFields,
-        item: StoreIn,
-        action: history.Action = "create",
-        actor: Actor = OWNER,
-    ) -> tuple[StoreOutcome, int]:
-        """A keyed store: a new version of the memory holding the key, or a new memory."""
-        return await store.upsert_by_key(self, conn, wallet, fields, item, action, actor)
-
-    async def create_without_dedup(
-        self,
-        conn: asyncpg.Connection,
-        wallet: str,
-        fields: MemoryFields,
-        history_action: history.Action = "create",
-    ) -> tuple[asyncpg.Record, int]:
-        """A new memory exactly as given, without dedup (consolidation's synthesised memory)."""
-        return await store.create_without_dedup(self, conn, wallet, fields, history_action)
-
-    async def insert(
-        self,
-        conn: asyncpg.Connection,
-        wallet: str,
-        new: list[NewMemory],
-        history_action: history.Action = "create",
-    ) -> list[asyncpg.Record]:
-        """New memories exactly as given (made with `new_memory`), without dedup, each recorded
-        in history as `history_action` (an import's chunks)."""
-        return await store.insert(self, conn, wallet, new, history_action)
+    upsert_by_key = store.upsert_by_key
+    create_without_dedup = store.create_without_dedup
+    insert = store.insert
+    store = store.store
 
     def new_memory(
         self,
@@ -159,24 +126,14 @@ class MemoryService:
         """A memory ready for repository.insert_many; `kept` for what an import carries over."""
         return settled.new_memory(wallet, fields, vector, self.embedder.model_name, kept)
 
-    # ---- read (crud.py) --------------------------------------------------------------------
+    # ---- read (crud.py, repository/reads.py) -------------------------------------------------
 
-    async def get(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> asyncpg.Record:
-        return await crud.get(conn, wallet, memory_id)
+    get = staticmethod(crud.get)
+    by_key = staticmethod(crud.by_key)
+    search = staticmethod(crud.search)
 
-    async def by_key(
-        self, conn: asyncpg.Connection, wallet: str, namespace: str, key: str
-    ) -> asyncpg.Record:
-        """The live memory named `key` in the namespace (reading it by key counts no access)."""
-        return await crud.by_key(conn, wallet, namespace, key)
-
-    async def use(
-        self, conn: asyncpg.Connection, wallet: str, memory_id: str
-    ) -> tuple[asyncpg.Record, bool]:
-        """A caller used the memory (read it by id, or said it helped): count the access, at
-        most once per `access_counted_once_per` (scoring.py). Returns the memory and whether this
-        use was counted."""
-        return await crud.use(conn, wallet, memory_id, self.access_counted_once_per)
+    # The repository's own functions are called through their module, where tests and the SQL
+    # audit (tests/support/sql_audit.py) may wrap them.
 
     async def list_page(
         self,
@@ -191,8 +148,6 @@ class MemoryService:
     async def count(self, conn: asyncpg.Connection, f: MemoryFilter) -> int:
         return await reads.count(conn, f)
 
-    search = staticmethod(crud.search)  # a keyword search of the memories `f` selects
-
     async def namespaces(self, conn: asyncpg.Connection, wallet: str) -> list[asyncpg.Record]:
         return await reads.namespaces(conn, wallet)
 
@@ -202,71 +157,24 @@ class MemoryService:
     async def stats(self, conn: asyncpg.Connection, wallet: str) -> dict[str, Any]:
         return await reads.stats(conn, wallet)
 
+    async def use(
+        self, conn: asyncpg.Connection, wallet: str, memory_id: str
+    ) -> tuple[asyncpg.Record, bool]:
+        """A caller used the memory (read it by id, or said it helped): count the access, at
+        most once per `access_counted_once_per` (scoring.py). Returns the memory and whether this
+        use was counted."""
+        return await crud.use(conn, wallet, memory_id, self.access_counted_once_per)
+
     # ---- update / delete (crud.py) ---------------------------------------------------------
 
-    async def update(
-        self,
-        conn: asyncpg.Connection,
-        wallet: str,
-        memory_id: str,
-        patch: UpdateIn,
-        actor: Actor = OWNER,
-    ) -> tuple[asyncpg.Record, int]:
-        """`actor`: a grantee or an agent key sets no owner-only field (app/memory/actor.py)."""
-        return await crud.update(self, conn, wallet, memory_id, patch, actor)
-
-    async def update_batch(
-        self, conn: asyncpg.Connection, wallet: str, patches: list[tuple[str, UpdateIn]]
-    ) -> tuple[list[UpdateOutcome], int]:
-        """Apply each update in its own savepoint: one bad item is reported, not fatal."""
-        return await crud.update_batch(self, conn, wallet, patches)
-
-    def changes_for(
-        self, current: asyncpg.Record, patch: UpdateIn, now: datetime
-    ) -> tuple[dict[str, Any], str | None]:
-        """The column changes a PATCH asks for, and the new content if it differs."""
-        return crud.changes_for(current, patch, now)
+    update = crud.update
+    update_batch = crud.update_batch
+    changes_for = staticmethod(crud.changes_for)
+    delete = staticmethod(crud.delete)
+    restore = staticmethod(crud.restore)
+    approve = staticmethod(crud.approve)
+    delete_many = staticmethod(crud.delete_many)
+    fold = staticmethod(crud.fold)
 
     def content_columns(self, content: str, vector: np.ndarray) -> dict[str, Any]:
         return settled.content_columns(content, vector, self.embedder.model_name)
-
-    async def delete(self, conn: asyncpg.Connection, wallet: str, memory_id: str) -> UUID:
-        return await crud.delete(conn, wallet, memory_id)
-
-    async def restore(
-        self, conn: asyncpg.Connection, wallet: str, memory_id: str
-    ) -> asyncpg.Record:
-        """Undelete a soft-deleted memory of the wallet (Engram's addition to the contract)."""
-        return await crud.restore(conn, wallet, memory_id)
-
-    async def approve(
-        self, conn: asyncpg.Connection, wallet: str, memory_id: UUID
-    ) -> asyncpg.Record:
-        """Release a memory the namespace guard holds for review (app/guard/service.py)."""
-        return await crud.approve(conn, wallet, memory_id)
-
-    async def delete_many(
-        self, conn: asyncpg.Connection, wallet: str, raw_ids: list[str]
-    ) -> list[dict[str, Any]]:
-        return await crud.delete_many(conn, wallet, raw_ids)
-
-    async def fold(
-        self,
-        conn: asyncpg.Connection,
-        wallet: str,
-        retagged: dict[UUID, dict[str, Any]],
-        merged_into: dict[UUID, UUID],
-        kept: list[history.Change],
-    ) -> None:
-        """A consolidation's changes: the keepers' new metadata, the folded-away memories
-        deleted, and the history of both (`kept`: the keepers' changes)."""
-        await crud.fold(conn, wallet, retagged, merged_into, kept)
-
-    # ---- recall (recall.py) ----------------------------------------------------------------
-
-    async def recall(
-        self, conn: asyncpg.Connection, wallet: str, req: RecallIn, actor: Actor = OWNER
-    ) -> RecallResult:
-        """`actor` kept to a namespace: the memories and their relation counts are from there
-        alone (the second round follows relations and continuations within `req`'s filter)."""
-        return await recall.recall(self, conn, wallet, req, actor)
