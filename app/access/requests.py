@@ -76,12 +76,14 @@ def only_where_delegations_reach(connection: ASGIConnection[Any, Any, Any, Any],
 class Acting:
     """Who acts in this request, resolved once from it (`acting_of`): the caller (for an agent
     key, the owner it acts for: app/auth/middleware.py), the other owner a grantee names
-    (x-memory-owner), and the delegation an agent key acts under (x-wallet-owner)."""
+    (x-memory-owner), and the delegation an agent key acts under (x-wallet-owner); with the
+    request's connection, which a grantee's reach reads its grant on."""
 
     caller: str
     named_owner: str | None
     delegation: Delegation | None
     grants: GrantService
+    conn: asyncpg.Connection
 
     @property
     def agent(self) -> str | None:
@@ -93,9 +95,7 @@ class Acting:
         """A grantee naming an owner, or an agent key: someone acting for an owner."""
         return self.named_owner is not None or self.delegation is not None
 
-    async def reach(
-        self, conn: asyncpg.Connection, namespace: str | None, need: Access
-    ) -> tuple[str, Actor]:
+    async def reach(self, namespace: str | None, need: Access) -> tuple[str, Actor]:
         """The wallet whose memories this request reaches, and who acts there
         (app/access/rules.py): (the caller, OWNER) for its own; (the owner, a grantee kept to the
         namespace) for a grantee naming an owner (x-memory-owner) with a live grant covering
@@ -111,18 +111,25 @@ class Acting:
             return self.caller, OWNER
         kept_to_namespace = namespace or DEFAULT_NAMESPACE
         wallet = await self.grants.acting_for(
-            conn, self.caller, self.named_owner, kept_to_namespace, need
+            self.conn, self.caller, self.named_owner, kept_to_namespace, need
         )
         history.ACTOR.set(self.caller)
         provenance.written_as("grantee", self.caller)
         return wallet, Actor(for_owner=True, kept_to=kept_to_namespace)
 
 
-def acting_of(request: WalletRequest, grants_service: NamedDependency[GrantService]) -> Acting:
-    """The `acting` dependency of the routes that serve an owner's memories."""
+def acting_of(
+    request: WalletRequest,
+    grants_service: NamedDependency[GrantService],
+    conn: NamedDependency[asyncpg.Connection],
+) -> Acting:
+    """The `acting` dependency of the routes that serve an owner's memories. It takes the
+    request's connection, so it is resolved once the transaction is open, never beside it
+    (tests/http/test_hostile_input.py: a dependency beside the transaction could cancel it)."""
     return Acting(
         caller=request.user,
         named_owner=owner_named(request),
         delegation=state_of(request.scope).get("delegation"),
         grants=grants_service,
+        conn=conn,
     )

@@ -30,7 +30,7 @@ class ContextController(Controller):
         acting: NamedDependency[Acting],
         data: JSONBody[ContextIn],
     ) -> ContextAnswer:
-        wallet, actor = await acting.reach(conn, data.namespace, "read")
+        wallet, actor = await acting.reach(data.namespace, "read")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
         block = await context_service.build(conn, wallet, data, actor)

@@ -145,7 +145,7 @@ class MemoryController(Controller):
         acting: NamedDependency[Acting],
         data: JSONBody[StoreIn],
     ) -> StoreAnswer:
-        wallet, actor = await acting.reach(conn, data.namespace, "write")
+        wallet, actor = await acting.reach(data.namespace, "write")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
         if data.agent_id is None and (agent := acting.agent) is not None:
@@ -193,7 +193,7 @@ class MemoryController(Controller):
         acting: NamedDependency[Acting],
         data: JSONBody[RecallIn],
     ) -> RecallAnswer:
-        wallet, actor = await acting.reach(conn, data.namespace, "read")
+        wallet, actor = await acting.reach(data.namespace, "read")
         if actor.kept_to is not None:
             data = msgspec.structs.replace(data, namespace=actor.kept_to)
         if data.exclude_flagged is None:  # a hook's recall goes into a prompt: held back
@@ -235,7 +235,7 @@ class MemoryController(Controller):
         sort: FromQuery[ListSort] = "created_at",
         order: FromQuery[SortOrder] = "desc",
     ) -> MemoryPage:
-        wallet, actor = await acting.reach(conn, memory_filter.namespace, "read")
+        wallet, actor = await acting.reach(memory_filter.namespace, "read")
         if actor.kept_to is not None:
             memory_filter = dataclasses.replace(
                 memory_filter, wallet=wallet, namespace=actor.kept_to
@@ -318,12 +318,12 @@ class MemoryController(Controller):
             conn, (acting.named_owner or acting.caller).lower(), memory_id
         )
         try:
-            reach = await acting.reach(conn, row["namespace"], "read")
+            reach = await acting.reach(row["namespace"], "read")
         except Forbidden:
             raise MemoryNotFound(memory_id) from None
         if need == "read":
             return reach
-        return await acting.reach(conn, row["namespace"], need)
+        return await acting.reach(row["namespace"], need)
 
     @get(
         "/memories/by-key/{key:path}",
@@ -341,7 +341,7 @@ class MemoryController(Controller):
         namespace: FromQuery[str] = DEFAULT_NAMESPACE,
     ) -> Memory:
         """The memory a store named `key` in the namespace (keys may hold `/`)."""
-        wallet, actor = await acting.reach(conn, namespace, "read")
+        wallet, actor = await acting.reach(namespace, "read")
         row = await memory_service.by_key(
             conn, wallet, actor.kept_to or namespace, str(key).lstrip("/")
         )
@@ -398,7 +398,7 @@ class MemoryController(Controller):
         wallet, actor = await self._owner_of(acting, conn, memory_service,
                                              memory_id, "write")  # fmt: skip
         if data.namespace is not None and actor.for_owner:
-            await acting.reach(conn, data.namespace, "write")  # moved there
+            await acting.reach(data.namespace, "write")  # moved there
         row, tokens = await memory_service.update(conn, wallet, memory_id, data, actor)
         return UpdatedMemory(**memory_fields(row), tokens_used=tokens)
 
