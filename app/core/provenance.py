@@ -8,7 +8,7 @@ came from (a grantee's "user" is not the owner's user): its memories are `api` w
 
 Who wrote it (`written_by`, `writer`) and the surface (`surface`) are the request's: the
 request's context holds them (`WRITING`), set where the request says who acts
-(app/access/requests.py `reached`) and what it came through (app/http/surface.py); a memory
+(app/access/requests.py `Acting.reach`) and what it came through (app/http/surface.py); a memory
 stored without them is the wallet's own, over REST. No HTTP types here.
 """
 

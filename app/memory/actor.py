@@ -6,7 +6,7 @@ that score a recall). It writes as a write grant allows: content, metadata, tags
 type, pinning, ids, moves between namespaces it may write; never what removes a memory or
 locks it (OWNER_ONLY), since a grant never covers delete.
 
-No HTTP types here: the controller says who acts (app/access/requests.py `reached`)."""
+No HTTP types here: the controller says who acts (app/access/requests.py `Acting.reach`)."""
 
 from __future__ import annotations
 
