@@ -55,10 +55,6 @@ def public() -> dict[str, Any]:
     return {PUBLIC_OPT_KEY: True}
 
 
-def is_public(route_handler: Any) -> bool:
-    return bool(_opt(route_handler).get(PUBLIC_OPT_KEY))
-
-
 def limited(per_minute: int) -> dict[str, Any]:
     """Handler `opt` for a route with its own per-wallet limit. It is counted in a bucket of its
     own IN ADDITION to the overall one, so it only ever makes the route stricter."""
