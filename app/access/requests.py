@@ -38,11 +38,13 @@ def owner_named(request: WalletRequest) -> str | None:
     return owner if owner and owner.lower() != request.user else None
 
 
-def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
-                            handler: BaseRouteHandler) -> None:  # fmt: skip
+async def only_where_grants_reach(connection: ASGIConnection[Any, Any, Any, Any],
+                                  handler: BaseRouteHandler) -> None:  # fmt: skip
     """A request naming another owner reaches only the routes a grant covers: deleting a
     namespace, managing grants, relations, history, MCP and the rest answer 403. So does an
-    agent key acting for its owner (x-wallet-owner), which never uses the owner's grants."""
+    agent key acting for its owner (x-wallet-owner), which never uses the owner's grants.
+    A coroutine although it awaits nothing: Litestar runs a plain function guard in a worker
+    thread, a hop on every request (tests/http/test_no_thread_hops.py)."""
     if state_of(connection.scope).get("delegation") is not None:
         only_where_delegations_reach(connection, handler)
         return
