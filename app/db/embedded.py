@@ -62,14 +62,6 @@ def shared_buffers() -> str:
 SERVER_SETTINGS = {
     "max_connections": "200",
     "fsync": "on",  # real data: never trade durability for speed here
-    # How often autovacuum looks for tables whose statistics went stale (PostgreSQL's default
-    # is a minute). Engram's statements run as generic plans, made once per connection from the
-    # statistics of the moment (app/db/pool.py) and made again after each ANALYZE: for a minute
-    # after a wallet's first few hundred memories arrived, recall ran on plans made for an empty
-    # table (a 20-row fetch by id walked the wallet's whole created_at index; 400 memories,
-    # bench/recall_cost.py: PostgreSQL 6.2 ms a recall, 3.1 once analyzed). A check every 5 s
-    # costs a worker's start when nothing changed.
-    "autovacuum_naptime": "5s",
 }
 # sun_path is 108 bytes on Linux and 104 on macOS; stay under both.
 MAX_SOCKET_PATH = 103

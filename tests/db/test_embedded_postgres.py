@@ -113,37 +113,3 @@ def test_shared_buffers_are_sized_to_the_machine_and_can_be_set(
         )
     finally:
         pg.stop()
-
-
-def test_a_freshly_filled_table_is_analyzed_within_seconds(data_dir: Path) -> None:
-    """Engram's statements run as generic plans made from the statistics of the moment and made
-    again after each ANALYZE (app/db/pool.py): autovacuum looks every 5 s, not PostgreSQL's
-    60 s, so a wallet's first few hundred memories are not recalled for a minute on plans made
-    for an empty table (app/db/embedded.py SERVER_SETTINGS)."""
-    pg = EmbeddedPostgres(data_dir)
-    try:
-        dsn = pg.start()
-
-        async def fill_then_wait() -> float:
-            conn = await asyncpg.connect(dsn)
-            try:
-                await conn.execute("CREATE TABLE filled (id int PRIMARY KEY, note text)")
-                await conn.execute(
-                    "INSERT INTO filled SELECT i, 'note ' || i FROM generate_series(1, 500) i"
-                )
-                started = asyncio.get_running_loop().time()
-                while asyncio.get_running_loop().time() - started < 30:
-                    analyzed = await conn.fetchval(
-                        "SELECT last_autoanalyze FROM pg_stat_user_tables WHERE relname = 'filled'"
-                    )
-                    if analyzed is not None:
-                        return asyncio.get_running_loop().time() - started
-                    await asyncio.sleep(0.25)
-                return float("inf")
-            finally:
-                await conn.close()
-
-        waited = asyncio.run(fill_then_wait())
-        assert waited < 20, "no autoanalyze within 30 s (PostgreSQL's default looks every 60 s)"
-    finally:
-        pg.stop()
