@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from app.memory import scoring
@@ -83,3 +84,13 @@ def test_access_boost_can_be_switched_off() -> None:
     """ENGRAM_RECALL_ACCESS_BOOST=0: an often-recalled memory gains nothing from it."""
     assert score(access_count=50, use_access_boost=False).access_boost == 1.0
     assert score(access_count=50, use_access_boost=False).score == pytest.approx(score().score)
+
+
+def test_the_wire_rounds_every_float_signal_to_six_decimals_and_keeps_the_rest() -> None:
+    s = score(vector_sim=0.123456789, keyword_match=0.987654321, relation_count=3)
+    wire = s.rounded()
+    assert wire.vector == 0.123457 and wire.keyword == 0.987654
+    assert wire.score == round(s.score, 6) and wire.relation_count == 3
+    assert wire.rerank is msgspec.UNSET  # absent unless the rerank stage ordered the result
+    reranked = scoring.with_rerank(s, 0.1234564999).rounded()
+    assert reranked.rerank == 0.123456
