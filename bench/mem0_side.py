@@ -12,8 +12,12 @@ engine, one run; evidence recall scored by bench/locomo.py's own functions, plus
   search(question, top_k=20) per question, each call timed in the runner. No LLM is configured to
   be reachable; none is called.
 - Engram: stores and recalls through its HTTP API as bench/locomo.py does, in both of its scorings
-  (two servers on the same database); each POST /v1/recall is timed from the client (the auth
-  header is signed before the clock starts).
+  (two `engram serve` processes, one worker each, on the same database); each POST /v1/recall is
+  timed from the client (the auth header is signed before the clock starts).
+- After each conversation is stored, both databases are ANALYZEd before any question (what
+  autovacuum does within a minute of a load; Engram's generic plans are made from the statistics
+  of the moment): the figures are those of a running system, not of its first minute after a
+  bulk load. `--no-analyze` times the searches on the statistics of before the load.
 - Per conversation, every system stores the turns, then each question is put to the three in a
   rotating order, so load from anything else on the machine weighs on all of them alike. Each
   gets one untimed warm-up search for an empty user first. Questions and turns only: `answer` and
@@ -42,6 +46,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import asyncpg
 import httpx
 from eth_account import Account
 
@@ -62,9 +67,9 @@ from locomo import (  # noqa: E402  (bench/ is not a package: imported as a sibl
     turns_of,
 )
 from provenance import save  # noqa: E402
+from throughput import Server, free_port  # noqa: E402
 
 from app.ai.embedders import Embedder, EmbedResult, build_embedder  # noqa: E402
-from app.asgi import create_app  # noqa: E402
 from app.auth.signature import sign_header  # noqa: E402
 from app.config import (  # noqa: E402
     LOCAL_EMBED_DIMS,
@@ -305,8 +310,11 @@ class Mem0Side:
 System = EngramSide | Mem0Side
 
 
-async def run(systems: list[System], conversations: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per conversation: store its turns in every system, then ask each question of every system.
+async def run(
+    systems: list[System], conversations: list[dict[str, Any]], analyzed: list[str]
+) -> dict[str, Any]:
+    """Per conversation: store its turns in every system (then ANALYZE the `analyzed`
+    databases), then ask each question of every system.
 
     Searches are interleaved question by question, in an order that rotates, so that whatever
     else the machine is doing weighs on every system alike.
@@ -324,6 +332,7 @@ async def run(systems: list[System], conversations: list[dict[str, Any]]) -> dic
             results[system.name]["store_seconds"] += seconds
             print(f"{system.name}: {conv['sample_id']}, {len(conv['turns'])} turns stored in "
                   f"{seconds:.1f} s", flush=True)  # fmt: skip
+        await analyze(analyzed)
         for q in conv["questions"]:
             turn = asked % len(systems)
             asked += 1
@@ -351,11 +360,33 @@ def engram_embedder(settings: Settings) -> Embedder:
 
 
 @contextmanager
-def engram_served(settings: Settings) -> Iterator[str]:
-    from tests.support.server import served
+def engram_served(dsn: str, scoring: str, root: Path) -> Iterator[str]:
+    """`engram serve` (one worker) in its own process on the shared database, as it is deployed:
+    not a thread of this process, whose event loop, HTTP client and mem0's embeddings server
+    would share its interpreter lock."""
+    server = Server(root / f"engram-{scoring}", free_port(), None, env={
+        "ENGRAM_DATABASE_URL": dsn,
+        "ENGRAM_RECALL_ACCESS_BOOST": "1" if scoring == "contract" else "0",
+    })  # fmt: skip
+    server.root.mkdir(parents=True)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
-    with served(create_app(settings)) as url:
-        yield url
+
+async def analyze(dsns: list[str]) -> None:
+    """ANALYZE each database: what autovacuum does within a minute of a load, before its
+    queries are timed. Engram's statements run as generic plans made from the statistics of the
+    moment (app/db/pool.py); for the first minute after a conversation is stored they would be
+    plans made for an empty table."""
+    for dsn in dsns:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("ANALYZE")
+        finally:
+            await conn.close()
 
 
 def question_embedding_seconds(
@@ -438,6 +469,10 @@ async def main() -> None:
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--samples", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "mem0.json")
+    parser.add_argument(
+        "--no-analyze", dest="analyze", action="store_false",
+        help="time the searches right after each load, on the statistics of before it",
+    )  # fmt: skip
     args = parser.parse_args()
     samples = json.loads(args.dataset.read_text())
     if args.samples:
@@ -451,10 +486,10 @@ async def main() -> None:
     try:
         await asyncio.to_thread(upgrade_to_head, dsn, LOCAL_EMBED_DIMS, "all-MiniLM-L6-v2")
         mem0_database = await create_database(dsn, "mem0")
-        contract, plain = engram_settings(dsn, "contract"), engram_settings(dsn, "no-access-boost")
+        plain = engram_settings(dsn, "no-access-boost")
         with (
-            engram_served(contract) as contract_url,
-            engram_served(plain) as plain_url,
+            engram_served(dsn, "contract", root) as contract_url,
+            engram_served(dsn, "no-access-boost", root) as plain_url,
             EmbeddingsServer(engram_embedder(plain)) as embeddings,
         ):
             embeddings.embed(["warm up"])  # load the model before mem0 starts any clock
@@ -478,7 +513,8 @@ async def main() -> None:
                         EngramSide("engram (no-access-boost)", plain_http),
                         mem0,
                     ]
-                    results = await run(systems, conversations)
+                    loaded = [dsn, mem0_database] if args.analyze else []
+                    results = await run(systems, conversations, loaded)
             finally:
                 mem0.close()
             results["mem0"]["embed_seconds"] = question_embedding_seconds(embeddings, conversations)
@@ -495,8 +531,9 @@ async def main() -> None:
             },
             "search_limit": LIMIT,
             "latency": "wall time per call, searches interleaved question by question: Engram "
-            "POST /v1/recall from an HTTP client; mem0 Memory.search() in its process (its "
-            "embedding goes over local HTTP)",
+            "POST /v1/recall from an HTTP client to `engram serve` (its own process); mem0 "
+            "Memory.search() in its process (its embedding goes over local HTTP)",
+            "analyzed_after_each_load": args.analyze,
             "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
             "cpus": os.cpu_count(),
         }

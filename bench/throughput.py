@@ -671,8 +671,10 @@ class Server:
         pool_max: int | None,
         command: str | None = None,
         workers: int = 1,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workers = workers
+        self.env = env or {}
         self.root = root
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -690,6 +692,7 @@ class Server:
         )
         if self.pool_max:
             env["ENGRAM_DB_POOL_MAX"] = str(self.pool_max)
+        env.update(self.env)
         engram = Path(sys.executable).parent / "engram"
         command = [str(engram)] if engram.exists() else [sys.executable, "-m", "app"]
         if self.command:
