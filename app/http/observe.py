@@ -7,6 +7,7 @@ The line names the route by its template (`/v1/memories/{memory_id:str}`), never
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -27,8 +28,14 @@ UNMATCHED = "unmatched"  # no route: a 404 or 405 from the router
 
 
 def wallet_hash(wallet: object) -> str | None:
+    """The access log's name for a wallet: the first 12 hex digits of its SHA-256."""
     if not isinstance(wallet, str):
         return None
+    return _hashed(wallet)
+
+
+@functools.lru_cache(maxsize=4096)  # a wallet's every request logs it: hashed once per wallet
+def _hashed(wallet: str) -> str:
     return hashlib.sha256(wallet.encode()).hexdigest()[:12]
 
 
