@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from typing import Any
 
 import msgspec
 
@@ -159,9 +160,10 @@ class Signals(msgspec.Struct, frozen=True):
     def rounded(self) -> Signals:
         """The signals as the wire carries them: floats to 6 decimals (built positionally, 30 %
         less time than by name: it runs for every result of every recall)."""
-        return Signals(
-            *[round(v, 6) if type(v) is float else v for v in msgspec.structs.astuple(self)]
-        )
+        values: list[Any] = [
+            round(v, 6) if type(v) is float else v for v in msgspec.structs.astuple(self)
+        ]
+        return Signals(*values)
 
 
 def _days_between(later: datetime, earlier: datetime) -> float:
