@@ -8,7 +8,9 @@ N. One client at a time, so the figures are costs, not contention; the mix's own
 is their weighted sum plus what concurrency adds.
 
 `--profile DIR` records the server with py-spy while each route runs (DIR/<route>.txt, raw
-collapsed stacks, idle samples left out) and prints each route's heaviest frames by self time.
+collapsed stacks, idle samples left out) and prints the event loop's time per request by layer
+(uvicorn, Litestar, serialisation, the driver, logging and metrics, Engram's own code; `LAYERS`)
+and each route's heaviest frames by self time.
 
 Run: .venv/bin/python bench/route_cost.py [--requests 400] [--profile DIR]
 """
@@ -90,6 +92,47 @@ def heaviest_frames(path: Path, top: int = 25) -> list[tuple[str, float, float]]
     return [(f, 100 * n / total, 100 * inclusive[f] / total) for f, n in own.most_common(top)]
 
 
+# The event loop's samples by the layer of the frame they were taken in (self time), so that a
+# route's loop time reads as framework, serialisation, driver and Engram's own code. Checked in
+# order: the first prefix a frame's file starts with names its layer.
+LAYERS = (
+    ("loop and I/O in C (uvloop, httptools, asyncpg's protocol)", ("asyncio/runners.py",)),
+    ("uvicorn", ("uvicorn/",)),
+    ("serialisation (msgspec, json)", ("msgspec/", "json/", "litestar/serialization/")),
+    ("litestar", ("litestar/",)),
+    ("asyncio, anyio, sniffio, contextlib", ("asyncio/", "anyio/", "sniffio/", "contextlib.py")),
+    ("asyncpg and its codecs", ("asyncpg/", "pgvector/", "app/db/pool.py")),
+    ("logging and metrics", ("logging/", "prometheus_client/", "app/infra/logs.py")),
+    ("engram's HTTP glue (app/http, auth, access, payments, free tier, usage, console)",
+     ("app/http/", "app/auth/", "app/access/", "app/payments/", "app/free_tier/", "app/usage/",
+      "app/console/")),
+    ("engram's features (app/memory and the rest of app/)", ("app/",)),
+)  # fmt: skip
+OTHER_LAYER = "other (stdlib, numpy, ...)"
+
+
+def _layer_of(frame: str) -> str:
+    where = frame.rpartition(" (")[2]
+    for name, prefixes in LAYERS:
+        if where.startswith(prefixes):
+            return name
+    return OTHER_LAYER
+
+
+def loop_layers(path: Path) -> dict[str, float]:
+    """Each layer's share of the event loop's samples (the thread running asyncio's Runner; the
+    embedding model's threads left out) in a raw py-spy file."""
+    shares: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        if not n.isdigit() or not any(f.startswith("Runner.run (") for f in frames):
+            continue
+        shares[_layer_of(frames[-1])] += int(n)
+    total = sum(shares.values()) or 1
+    return {name: n / total for name, n in shares.items()}
+
+
 async def measure(
     server: Server, requests: int, profile: Path | None = None
 ) -> dict[str, dict[str, float]]:
@@ -142,6 +185,15 @@ def main() -> None:
         print(f"{op:<8}" + "".join(f"{f[p]:>15.2f}" for p in parties) + f"{cost:>12.2f}")
     print(f"the mix's weights ({', '.join(f'{op} {s:.0%}' for op, s in MIX)}): {weighted:.2f} ms")
 
+    if args.profile:
+        print("\nthe event loop's ms per request by layer (py-spy self time x server_loop)")
+        layers = {op: loop_layers(args.profile / f"{op}.txt") for op, _ in MIX}
+        print(f"{'layer':<84}" + "".join(f"{op:>8}" for op, _ in MIX))
+        for name in [n for n, _ in LAYERS] + [OTHER_LAYER]:
+            cells = "".join(
+                f"{layers[op].get(name, 0.0) * figures[op]['server_loop']:>8.2f}" for op, _ in MIX
+            )
+            print(f"{name[:83]:<84}{cells}")
     for op, _ in MIX if args.profile else ():
         print(f"\n{op}: heaviest frames by self time (self %, inclusive %)")
         for frame, own, inclusive in heaviest_frames(args.profile / f"{op}.txt"):
