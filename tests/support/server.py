@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -51,10 +52,24 @@ def run_engram(
         )
 
 
+# Ports handed to servers a test starts are drawn below the kernel's ephemeral range (Linux:
+# 32768-60999): a port the kernel picked (bind to 0) is free now, but until the server binds it
+# (seconds later, after initdb and the migrations) any outgoing connection of this machine, a
+# database client's or the other xdist worker's, may be given it ("address already in use",
+# seen once in CI). Below the range only another explicit bind can take it.
+TEST_PORTS = range(20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    for _ in range(100):
+        port = random.choice(TEST_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {TEST_PORTS}")
 
 
 def postmasters(pgdata: Path) -> list[int]:
