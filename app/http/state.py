@@ -17,6 +17,7 @@ from app.core.request_values import CapturedResponse, ConsoleSession, Delegation
 class RequestState(TypedDict, total=False):
     request_id: str  # X-Request-Id: the client's (when sane) or one minted here
     free_tier_remaining: int  # the wallet's free calls left, once the gate has learnt it
+    keeps_answer: bool  # paid by a payment (not the free tier): its answer is kept for a replay
     captured_response: CapturedResponse  # a paid call's answer, kept for a replay
     paid_response_headers: dict[str, str]  # the settlement receipt header
     settled_payment: Settled  # once settled on chain (before its work commits)

@@ -1,4 +1,5 @@
-"""Keep a paid call's response so a replay of its settled payment gets the same answer.
+"""Keep a paid call's response so a replay of its settled payment gets the same answer (a call
+paid by a payment: the gate marks its state `keeps_answer`).
 
 Litestar's `after_request` hook sees the response object before the request transaction's cleanup
 runs (where settlement happens) but not the request; a context variable set by `before_request`,
@@ -26,9 +27,11 @@ async def mark_paid_call(request: Request[Any, Any, Any]) -> None:
 
 
 async def capture_paid_response(response: Response[Any]) -> Response[Any]:
+    """A call paid by a payment keeps its answer, encoded once: the same bytes are kept and
+    sent (Litestar sends bytes content as it is). A free-tier call's answer is not kept."""
     state = _paid_call_state.get()
-    if state is not None:
-        state["captured_response"] = CapturedResponse(
-            response.status_code or 200, msgspec.json.encode(response.content)
-        )
+    if state is not None and state.get("keeps_answer"):
+        encoded = msgspec.json.encode(response.content)
+        state["captured_response"] = CapturedResponse(response.status_code or 200, encoded)
+        response.content = encoded
     return response

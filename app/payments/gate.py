@@ -150,6 +150,13 @@ class Gate:
             return self._declared
 
     async def authorize(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge:
+        charge = await self._charge_for(request, conn)
+        if isinstance(charge, X402Payment | ChannelPayment):
+            # settling it needs the call's answer (app/payments/capture.py); a free call's isn't
+            state_of(request.scope)["keeps_answer"] = True
+        return charge
+
+    async def _charge_for(self, request: AnyRequest, conn: asyncpg.Connection) -> Charge:
         wallet: str | None = request.scope.get("user")
         kind = price_of(request.scope.get("route_handler"))
         if kind is None:
