@@ -65,16 +65,16 @@ SIGNALS = (
 )  # the last: both at once (carried scores came from keyword-fed seeds)
 
 
-def score(s: dict[str, Any], off: str | None = None) -> float:
+def score(s: dict[str, Any], off: str | None = None, vector_weight: float = VECTOR_WEIGHT) -> float:
     """A result's score recomputed from its `_signals` (app/memory/scoring.py), with the signal
-    `off` neutralised."""
+    `off` neutralised (bench/rescore_constants.py also changes the vector weight)."""
     offs = set((off or "").split("+"))
     vector = s["vector"]
     keyword = 0.0 if "keyword" in offs else s["keyword"]
     recency = 0.0 if "recency" in offs else s["recency"]
-    hybrid = vector * VECTOR_WEIGHT + keyword * KEYWORD_WEIGHT + recency * RECENCY_WEIGHT
-    relevance = (vector * VECTOR_WEIGHT + keyword * KEYWORD_WEIGHT) / (
-        VECTOR_WEIGHT + KEYWORD_WEIGHT
+    hybrid = vector * vector_weight + keyword * KEYWORD_WEIGHT + recency * RECENCY_WEIGHT
+    relevance = (vector * vector_weight + keyword * KEYWORD_WEIGHT) / (
+        vector_weight + KEYWORD_WEIGHT
     )
     context = max(s["effective_importance"] * (0.5 + 0.5 * max(relevance, 0.0)),
                   CONTEXT_IMPORTANCE_FLOOR)  # fmt: skip

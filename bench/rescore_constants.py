@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rank_analysis import score  # bench/ is on the path
 
 from app.memory import scoring
 
@@ -44,19 +47,14 @@ def rescored(
     vector: Map = _same,
     keyword: Map = _same,
 ) -> list[str]:
-    """The question's deep results in the order the changed constants give."""
+    """The question's deep results in the order the changed constants give (each score rebuilt
+    by bench/rank_analysis.py's `score` from the signals, mapped)."""
     scored = []
     for result in entry["deep"]:
-        s = result["signals"]
-        v = min(max(vector(s["vector"]), 0.0), 1.0)
-        k = keyword(s["keyword"])
-        query_part = v * vector_weight + k * scoring.KEYWORD_WEIGHT
-        hybrid = query_part + s["recency"] * scoring.RECENCY_WEIGHT
-        relevance = query_part / (vector_weight + scoring.KEYWORD_WEIGHT)
-        context = scoring.context_importance(s["effective_importance"], relevance)
-        score = hybrid * context * s["access_boost"] * s["type_decay"]
-        score *= s["event_time_boost"] * s["speaker_boost"]
-        scored.append((max(score, s["carried"]), result["dia_id"]))
+        s = dict(result["signals"])
+        s["vector"] = min(max(vector(s["vector"]), 0.0), 1.0)
+        s["keyword"] = keyword(s["keyword"])
+        scored.append((score(s, vector_weight=vector_weight), result["dia_id"]))
     scored.sort(key=lambda pair: -pair[0])
     return [dia_id for _, dia_id in scored]
 
